@@ -1,0 +1,1 @@
+"""nova-ext: an extension pack for an unmodified upstream Nova 34."""

@@ -1,0 +1,1 @@
+"""nova-ext plugins running in nova-api."""

@@ -1,0 +1,38 @@
+"""Validators for the ``nova_ext:`` flavor extra specs.
+
+Each key here is documented with the plugin that reads it. Levels allowed in
+``nova_ext:spread_level`` come from ``[nova_ext] failure_domain_levels`` in
+nova-api's nova.conf.
+"""
+
+from oslo_config import cfg
+
+from nova_ext.api import validators
+from nova_ext import conf as ext_conf
+from nova_ext.scheduler import failure_domains
+
+CONF = cfg.CONF
+ext_conf.register_opts(CONF)
+
+
+def register():
+    return [
+        validators.NamedExtraSpecValidator(
+            name=failure_domains.SPREAD_LEVEL,
+            description=(
+                'Spread the members of a server group across failure '
+                'domains at this level (FailureDomainAntiAffinityFilter, '
+                'FailureDomainSpreadWeigher).'),
+            value={
+                'type': str,
+                'enum': list(CONF.nova_ext.failure_domain_levels),
+            },
+        ),
+        validators.NamedExtraSpecValidator(
+            name=failure_domains.SPREAD_MAX_PER_DOMAIN,
+            description=(
+                'At most this many members of the server group in one '
+                'failure domain.'),
+            value={'type': int, 'min': 1},
+        ),
+    ]

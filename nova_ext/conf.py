@@ -1,0 +1,117 @@
+"""Every nova.conf option nova-ext reads, in the ``[nova_ext]`` group.
+
+Plugins call :func:`register_opts` on import, so the options exist in any Nova
+process that loads them (nova-api for validators, nova-scheduler for filters
+and weighers) without the operator doing anything beyond enabling the plugin.
+``oslo-config-generator --namespace nova_ext`` reads :func:`list_opts`.
+"""
+
+from oslo_config import cfg
+
+GROUP = cfg.OptGroup(
+    'nova_ext',
+    title='nova-ext options',
+    help='Options of the nova-ext extension pack.')
+
+failure_domain_opts = [
+    cfg.ListOpt(
+        'failure_domain_levels',
+        default=['rack', 'row', 'power'],
+        help="""
+Failure-domain levels a request may ask to spread across.
+
+A host belongs to domain ``<name>`` at level ``<level>`` when one of its host
+aggregates has the metadata key ``nova_ext:failure_domain:<level>=<name>``.
+The ``nova_ext:spread_level`` scheduler hint and flavor extra spec must name
+one of these levels; anything else is refused with a clear error.
+"""),
+    cfg.IntOpt(
+        'default_max_per_domain',
+        default=1,
+        min=1,
+        help="""
+How many members of one server group may share a failure domain when the
+request does not say (``nova_ext:spread_max_per_domain``).
+"""),
+    cfg.StrOpt(
+        'hosts_without_failure_domain',
+        default='reject',
+        choices=[
+            ('reject', 'The host is not a candidate for a spread request; '
+                       'the scheduler logs why.'),
+            ('host', 'The host is a failure domain of its own.'),
+        ],
+        help="""
+What FailureDomainAntiAffinityFilter and FailureDomainSpreadWeigher do with a
+host that belongs to no domain at the level a request asks to spread across.
+"""),
+    cfg.StrOpt(
+        'default_spread_level',
+        help="""
+Failure-domain level FailureDomainSpreadWeigher spreads server groups across
+when a request names none. Unset (the default): only requests that name a
+level through ``nova_ext:spread_level`` are spread.
+"""),
+    cfg.FloatOpt(
+        'failure_domain_spread_weight_multiplier',
+        default=1.0,
+        help="""
+Multiplier of FailureDomainSpreadWeigher. Positive prefers the failure domains
+holding the fewest members of the request's server group; negative prefers the
+most; 0 turns the weigher off. Overridden per host aggregate by the metadata
+key ``nova_ext:failure_domain_spread_weight_multiplier``.
+"""),
+]
+
+bin_packing_opts = [
+    cfg.FloatOpt(
+        'bin_packing_weight_multiplier',
+        default=1.0,
+        help="""
+Multiplier of BinPackingWeigher. Positive packs (prefers the host left with
+the least free and least stranded capacity after the request lands), negative
+spreads. Overridden per host aggregate by the metadata key
+``nova_ext:bin_packing_weight_multiplier``.
+"""),
+    cfg.DictOpt(
+        'bin_packing_resource_weights',
+        default={'vcpu': 1.0, 'ram': 1.0, 'disk': 1.0},
+        help="""
+Relative importance of each resource in BinPackingWeigher, as
+``vcpu:W,ram:W,disk:W``. A resource left out or weighted 0 is ignored; for
+memory-centric packing use e.g. ``vcpu:1,ram:3,disk:0``.
+"""),
+    cfg.FloatOpt(
+        'bin_packing_stranded_weight',
+        default=1.0,
+        min=0.0,
+        help="""
+How much BinPackingWeigher penalises stranded capacity: the gap between the
+most- and least-free resource after placement (free RAM on a host with no
+vCPU left cannot be sold). 0 packs on total utilisation alone.
+"""),
+]
+
+image_locality_opts = [
+    cfg.FloatOpt(
+        'image_locality_weight_multiplier',
+        default=1.0,
+        help="""
+Multiplier of ImageLocalityWeigher. Positive prefers hosts already running an
+instance of the requested image (its base file is in the host's image cache,
+so the boot skips the download); negative avoids them. Overridden per host
+aggregate by the metadata key ``nova_ext:image_locality_weight_multiplier``.
+"""),
+]
+
+ALL_OPTS = failure_domain_opts + bin_packing_opts + image_locality_opts
+
+
+def register_opts(conf):
+    """Register nova-ext's options; safe to call any number of times."""
+    conf.register_group(GROUP)
+    conf.register_opts(ALL_OPTS, group=GROUP)
+
+
+def list_opts():
+    return [(GROUP, ALL_OPTS)]

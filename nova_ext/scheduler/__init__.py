@@ -1,0 +1,1 @@
+"""nova-ext scheduler plugins: filters, weighers and (later) request filters."""

@@ -1,0 +1,198 @@
+"""Failure domains: which domain a host is in, and what a request asks for.
+
+Shared by FailureDomainAntiAffinityFilter (hard) and
+FailureDomainSpreadWeigher (soft).
+
+Operators declare domains in host-aggregate metadata, one key per level::
+
+    openstack aggregate set --property nova_ext:failure_domain:rack=r12 agg-r12
+
+Users ask for spread with a server group plus either a scheduler hint or a
+flavor extra spec (the same keys)::
+
+    nova_ext:spread_level=rack
+    nova_ext:spread_max_per_domain=2      # optional, [nova_ext] default 1
+
+When both carry a key the flavor's value wins: the flavor is the operator's
+policy, the hint is the user's wish.
+"""
+
+import collections
+import typing as ty
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova_ext import conf as ext_conf
+
+CONF = cfg.CONF
+ext_conf.register_opts(CONF)
+LOG = logging.getLogger(__name__)
+
+AGGREGATE_KEY_PREFIX = 'nova_ext:failure_domain:'
+SPREAD_LEVEL = 'nova_ext:spread_level'
+SPREAD_MAX_PER_DOMAIN = 'nova_ext:spread_max_per_domain'
+
+# Policies whose members may be spread; an affinity group asks the opposite.
+SPREADABLE_POLICIES = ('anti-affinity', 'soft-anti-affinity')
+
+# The domain of a host with no (or a conflicting) domain at a level.
+NO_DOMAIN = None
+
+
+class InvalidSpreadRequest(ValueError):
+    """The request's spread hint or extra spec cannot be honoured."""
+
+
+class SpreadRequest(ty.NamedTuple):
+    level: str
+    max_per_domain: int
+    # members of the request's server group per failure domain
+    members_per_domain: collections.Counter
+
+
+def _requested(spec_obj, key):
+    """Return (value, source) of ``key``: flavor extra spec, else hint."""
+    flavor = spec_obj.flavor if 'flavor' in spec_obj else None
+    extra_specs = (flavor.extra_specs or {}) if flavor else {}
+    if key in extra_specs:
+        return extra_specs[key], 'flavor extra spec'
+    value = spec_obj.get_scheduler_hint(key)
+    if isinstance(value, list):
+        # a hint repeated on the command line arrives as a list
+        value = value[0] if len(value) == 1 else value
+    if value is not None:
+        return value, 'scheduler hint'
+    return None, None
+
+
+def host_domain(host_state, level):
+    """The host's failure domain at ``level``, or NO_DOMAIN.
+
+    A host in two aggregates naming different domains at one level is
+    misconfigured: it gets NO_DOMAIN and a warning, rather than a guess.
+    """
+    key = AGGREGATE_KEY_PREFIX + level
+    found = {agg.metadata[key] for agg in host_state.aggregates
+             if key in agg.metadata}
+    if len(found) == 1:
+        return found.pop()
+    if len(found) > 1:
+        LOG.warning("nova-ext: host %(host)s has conflicting aggregate "
+                    "metadata %(key)s=%(values)s; it is treated as being in "
+                    "no failure domain at level %(level)s",
+                    {'host': host_state.host, 'key': key,
+                     'values': sorted(found), 'level': level})
+    if CONF.nova_ext.hosts_without_failure_domain == 'host':
+        return 'host:' + host_state.host
+    return NO_DOMAIN
+
+
+def _members_per_host(group, instance_uuid, host_states):
+    """How many members of ``group`` each host holds.
+
+    ``group.hosts`` holds the members' hosts (deduplicated by the conductor,
+    plus one entry per instance already placed in this multi-create request);
+    a candidate host's own instance list corrects the count where one host
+    holds several members.
+    """
+    counts = collections.Counter(group.hosts or [])
+    members = set(group.members or [])
+    members.discard(instance_uuid)
+    for host_state in host_states:
+        if host_state.host in counts:
+            on_host = len(members.intersection(host_state.instances))
+            if on_host > counts[host_state.host]:
+                counts[host_state.host] = on_host
+    return counts
+
+
+def spread_request(spec_obj, host_states, default_level=None):
+    """Parse what ``spec_obj`` asks and count its group per domain.
+
+    Returns None when the request asks for no spread. Raises
+    InvalidSpreadRequest, naming the key, when the request is malformed.
+    """
+    level, level_source = _requested(spec_obj, SPREAD_LEVEL)
+    if level is None:
+        level, level_source = default_level, None
+    if level is None:
+        return None
+    group = spec_obj.instance_group if 'instance_group' in spec_obj else None
+
+    known = CONF.nova_ext.failure_domain_levels
+    if level not in known:
+        raise InvalidSpreadRequest(
+            "%s %s=%r is not a failure-domain level; known levels: %s"
+            % (level_source or '[nova_ext] default_spread_level',
+               SPREAD_LEVEL, level, ', '.join(known)))
+
+    raw_max, max_source = _requested(spec_obj, SPREAD_MAX_PER_DOMAIN)
+    if raw_max is None:
+        max_per_domain = CONF.nova_ext.default_max_per_domain
+    else:
+        try:
+            max_per_domain = int(raw_max)
+        except (TypeError, ValueError):
+            max_per_domain = 0
+        if max_per_domain < 1:
+            raise InvalidSpreadRequest(
+                "%s %s=%r must be a whole number of 1 or more"
+                % (max_source, SPREAD_MAX_PER_DOMAIN, raw_max))
+
+    if group is None:
+        if level_source == 'scheduler hint':
+            raise InvalidSpreadRequest(
+                "scheduler hint %s needs a server group: add --hint "
+                "group=<server group uuid>" % SPREAD_LEVEL)
+        # a flavor (or the default) only spreads servers booted in a group
+        return None
+    if group.policy not in SPREADABLE_POLICIES:
+        if level_source is None:
+            return None
+        raise InvalidSpreadRequest(
+            "%s %s=%s conflicts with server group %s policy %r"
+            % (level_source, SPREAD_LEVEL, level, group.uuid, group.policy))
+
+    per_host = _members_per_host(group, spec_obj.instance_uuid, host_states)
+    domain_of = {hs.host: hs for hs in host_states}
+    unlisted = [host for host in per_host if host not in domain_of]
+    unlisted_domains = _domains_of_unlisted_hosts(unlisted, level)
+    per_domain = collections.Counter()
+    for host, count in per_host.items():
+        if host in domain_of:
+            domain = host_domain(domain_of[host], level)
+        else:
+            domain = unlisted_domains[host]
+        if domain is not NO_DOMAIN:
+            per_domain[domain] += count
+    return SpreadRequest(level, max_per_domain, per_domain)
+
+
+def _domains_of_unlisted_hosts(hosts, level):
+    """Domains of members' hosts that are not among this request's candidates.
+
+    Placement or an earlier filter (ServerGroupAntiAffinityFilter removes
+    every member host) may have dropped such a host, but its members still
+    count against its domain: one API-database query finds them all.
+    """
+    if not hosts:
+        return {}
+    from nova import context as nova_context
+    from nova import objects
+
+    key = AGGREGATE_KEY_PREFIX + level
+    found = collections.defaultdict(set)
+    aggregates = objects.AggregateList.get_by_metadata_key(
+        nova_context.get_admin_context(), key, hosts=set(hosts))
+    for aggregate in aggregates:
+        for host in aggregate.hosts:
+            found[host].add(aggregate.metadata[key])
+    own_domain = CONF.nova_ext.hosts_without_failure_domain == 'host'
+    domains = {}
+    for host in hosts:
+        if len(found[host]) == 1:
+            domains[host] = next(iter(found[host]))
+        else:
+            domains[host] = 'host:' + host if own_domain else NO_DOMAIN
+    return domains
