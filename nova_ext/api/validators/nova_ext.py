@@ -15,6 +15,18 @@ CONF = cfg.CONF
 ext_conf.register_opts(CONF)
 
 
+class _ConfiguredLevels:
+    """The levels in nova.conf, read when a flavor is validated: Nova loads
+    validators when its API module is imported, before nova.conf is parsed.
+    """
+
+    def __contains__(self, level):
+        return level in CONF.nova_ext.failure_domain_levels
+
+    def __iter__(self):
+        return iter(CONF.nova_ext.failure_domain_levels)
+
+
 def register():
     return [
         validators.NamedExtraSpecValidator(
@@ -25,7 +37,7 @@ def register():
                 'FailureDomainSpreadWeigher).'),
             value={
                 'type': str,
-                'enum': list(CONF.nova_ext.failure_domain_levels),
+                'enum': _ConfiguredLevels(),
             },
         ),
         validators.NamedExtraSpecValidator(

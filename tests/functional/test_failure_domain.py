@@ -1,0 +1,104 @@
+"""FailureDomainAntiAffinityFilter inside a real Nova.
+
+Given hosts in racks declared with aggregate metadata, when users boot the
+members of an anti-affinity server group asking for rack spread, then no
+rack holds more members than they asked for.
+"""
+
+from tests.functional import base
+
+RACKS = {'r1': ['host1', 'host2'], 'r2': ['host3', 'host4'],
+         'r3': ['host5', 'host6']}
+
+
+class FailureDomainFilterTest(base.NovaExtTestCase):
+
+    HOSTS = ['host1', 'host2', 'host3', 'host4', 'host5', 'host6']
+    ENABLED_FILTERS = base.NOVA_DEFAULT_FILTERS + [
+        'FailureDomainAntiAffinityFilter']
+
+    def setUp(self):
+        super().setUp()
+        self.set_failure_domains('rack', RACKS)
+        self.flavor = self.create_flavor('small')
+        self.rack_of = {h: r for r, hosts in RACKS.items() for h in hosts}
+
+    def test_group_of_four_spread_one_per_rack_over_three_racks(self):
+        group = self.create_server_group('web')
+        hints = {'nova_ext:spread_level': 'rack'}
+        servers = [self.boot('web-%d' % i, self.flavor, group, hints)
+                   for i in range(3)]
+        racks = [self.rack_of[self.host_of(s)] for s in servers]
+        self.assertCountEqual(['r1', 'r2', 'r3'], racks)
+
+        fourth = self.boot('web-3', self.flavor, group, hints,
+                           expected_state='ERROR')
+        self.assertNoValidHost(fourth)
+
+    def test_max_two_per_rack_from_flavor_extra_spec(self):
+        flavor = self.create_flavor('spread2', extra_specs={
+            'nova_ext:spread_level': 'rack',
+            'nova_ext:spread_max_per_domain': '2'})
+        group = self.create_server_group('db')
+        servers = [self.boot('db-%d' % i, flavor, group) for i in range(6)]
+        racks = [self.rack_of[self.host_of(s)] for s in servers]
+        self.assertEqual({'r1': 2, 'r2': 2, 'r3': 2},
+                         {r: racks.count(r) for r in RACKS})
+        seventh = self.boot('db-6', flavor, group, expected_state='ERROR')
+        self.assertNoValidHost(seventh)
+
+    def test_multi_create_in_one_request_spreads(self):
+        group = self.create_server_group('batch')
+        server = self._build_server(name='batch', flavor_id=self.flavor,
+                                    networks='none')
+        server['min_count'] = 3
+        self.api.post_server({
+            'server': server,
+            'os:scheduler_hints': {'group': group,
+                                   'nova_ext:spread_level': 'rack'}})
+        servers = self._wait_for_servers('batch', 3)
+        racks = sorted(self.rack_of[self.host_of(s)] for s in servers)
+        self.assertEqual(['r1', 'r2', 'r3'], racks)
+
+    def test_unknown_level_hint_fails_one_request_with_reason(self):
+        group = self.create_server_group('typo')
+        server = self.boot('typo', self.flavor, group,
+                           {'nova_ext:spread_level': 'rakc'},
+                           expected_state='ERROR')
+        self.assertNoValidHost(server, "nova_ext:spread_level='rakc'")
+        # the scheduler keeps serving
+        ok = self.boot('fine', self.flavor, group,
+                       {'nova_ext:spread_level': 'rack'})
+        self.assertEqual('ACTIVE', ok['status'])
+
+    def test_bad_max_hint_names_the_hint(self):
+        group = self.create_server_group('badmax')
+        server = self.boot('badmax', self.flavor, group,
+                           {'nova_ext:spread_level': 'rack',
+                            'nova_ext:spread_max_per_domain': 'lots'},
+                           expected_state='ERROR')
+        self.assertNoValidHost(server, 'nova_ext:spread_max_per_domain')
+
+    def test_spread_hint_without_group_is_refused(self):
+        server = self.boot('lonely', self.flavor, None,
+                           {'nova_ext:spread_level': 'rack'},
+                           expected_state='ERROR')
+        self.assertNoValidHost(server, 'needs a server group')
+
+    def test_no_spread_request_means_no_restriction(self):
+        group = self.create_server_group('plain')
+        hosts = {self.host_of(self.boot('p-%d' % i, self.flavor, group))
+                 for i in range(6)}
+        self.assertEqual(6, len(hosts))
+
+    def _wait_for_servers(self, name, count):
+        def _all_active():
+            servers = [s for s in self.admin_api.get_servers()
+                       if s['name'].startswith(name)]
+            self.assertEqual(count, len(servers))
+            for s in servers:
+                self.assertEqual('ACTIVE', s['status'])
+            return servers
+        self._wait_for_assert(_all_active, max_retries=50, sleep=0.1)
+        return [s for s in self.admin_api.get_servers()
+                if s['name'].startswith(name)]
