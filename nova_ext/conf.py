@@ -102,6 +102,15 @@ instance of the requested image (its base file is in the host's image cache,
 so the boot skips the download); negative avoids them. Overridden per host
 aggregate by the metadata key ``nova_ext:image_locality_weight_multiplier``.
 """),
+    cfg.IntOpt(
+        'image_locality_cache_seconds',
+        default=10,
+        min=0,
+        help="""
+How long ImageLocalityWeigher remembers which hosts run an image before it
+asks the cell databases again (one small query per cell). 0 asks on every
+request.
+"""),
 ]
 
 ALL_OPTS = failure_domain_opts + bin_packing_opts + image_locality_opts

@@ -9,10 +9,17 @@ operator (``admin_api``) and a user (``api``) would.
 import os
 import sys
 
+import nova.conf
 from nova import test
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import fixtures as func_fixtures
 from nova.tests.functional import integrated_helpers
+
+from nova_ext import conf as ext_conf
+
+# In a real service the [nova_ext] options register when Nova imports our
+# plugins; tests set them before the scheduler starts, so register them now.
+ext_conf.register_opts(nova.conf.CONF)
 
 NOVA_DEFAULT_FILTERS = [
     'ComputeFilter', 'ComputeCapabilitiesFilter', 'ImagePropertiesFilter',

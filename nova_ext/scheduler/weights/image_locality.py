@@ -4,33 +4,72 @@ A compute downloads an image once into its image cache (``_base``) and boots
 later instances of it from there, so a host already running the image boots
 without a download. Driven by ``[nova_ext] image_locality_weight_multiplier``
 (aggregate metadata ``nova_ext:image_locality_weight_multiplier`` overrides
-it); weight 1 for hosts running an instance of the image, 0 otherwise.
+it): weight 1 for hosts running an instance of the image, 0 otherwise.
 Servers booted from volume have no image to cache and get 0 everywhere.
 
-The images of a host's instances are worked out once per change of the
-host's instance list, not once per request, so the weigher stays O(1) per
-host.
+Which hosts run an image comes from one query per cell (distinct ``host`` of
+the non-deleted instances with that ``image_ref``), cached per image for
+``[nova_ext] image_locality_cache_seconds``: the scheduler's own per-host
+instance lists are often uuid-only stubs (after a restart or a sync), so they
+cannot tell which image an instance runs. Per host the weigher is a set
+lookup.
 """
+
+import threading
+import time
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova import context as nova_context
+from nova.db.main import api as main_db
+from nova.db.main import models
 
 from nova_ext.scheduler import weights
 
-# (host, node) -> (instances-dict id, instances count, frozenset of images)
-_images_by_host = {}
+CONF = cfg.CONF
+LOG = logging.getLogger(__name__)
+
+# image id -> (monotonic time of the lookup, frozenset of hosts)
+_hosts_by_image = {}
+_lock = threading.Lock()
 
 
-def images_on_host(host_state):
-    instances = host_state.instances
-    key = (host_state.host, host_state.nodename)
-    cached = _images_by_host.get(key)
-    if cached and cached[0] == id(instances) and cached[1] == len(instances):
-        return cached[2]
-    # Instances the scheduler placed within this request are stubs with
-    # only a uuid: they are not running an image yet.
-    images = frozenset(
-        instance.image_ref for instance in list(instances.values())
-        if instance.obj_attr_is_set('image_ref') and instance.image_ref)
-    _images_by_host[key] = (id(instances), len(instances), images)
-    return images
+@main_db.pick_context_manager_reader
+def _hosts_running_image_in_cell(context, image_id):
+    rows = (context.session.query(models.Instance.host)
+            .filter(models.Instance.image_ref == image_id,
+                    models.Instance.deleted == 0,
+                    models.Instance.host.isnot(None))
+            .distinct())
+    return {host for host, in rows}
+
+
+def hosts_running_image(image_id):
+    max_age = CONF.nova_ext.image_locality_cache_seconds
+    now = time.monotonic()
+    cached = _hosts_by_image.get(image_id)
+    if cached and now - cached[0] < max_age:
+        return cached[1]
+    results = nova_context.scatter_gather_skip_cell0(
+        nova_context.get_admin_context(), _hosts_running_image_in_cell,
+        image_id)
+    hosts = set()
+    for cell_uuid, result in results.items():
+        if nova_context.is_cell_failure_sentinel(result):
+            LOG.warning("ImageLocalityWeigher: cell %s did not say which "
+                        "hosts run image %s; its hosts get no preference",
+                        cell_uuid, image_id)
+            continue
+        hosts.update(result)
+    hosts = frozenset(hosts)
+    with _lock:
+        _hosts_by_image[image_id] = (now, hosts)
+        # Forget images nobody asked for lately, so the cache stays small.
+        for stale in [i for i, (t, _) in _hosts_by_image.items()
+                      if now - t >= max_age]:
+            del _hosts_by_image[stale]
+    return hosts
 
 
 class ImageLocalityWeigher(weights.PerRequestWeigher):
@@ -39,13 +78,11 @@ class ImageLocalityWeigher(weights.PerRequestWeigher):
 
     def prepare(self, spec_obj, host_states):
         if 'is_bfv' in spec_obj and spec_obj.is_bfv:
-            return None
+            return frozenset()
         image = spec_obj.image if 'image' in spec_obj else None
         if image is None or 'id' not in image:
-            return None
-        return image.id
+            return frozenset()
+        return hosts_running_image(image.id)
 
-    def weigh(self, host_state, image_id):
-        if image_id is None:
-            return 0.0
-        return 1.0 if image_id in images_on_host(host_state) else 0.0
+    def weigh(self, host_state, hosts_with_image):
+        return 1.0 if host_state.host in hosts_with_image else 0.0
