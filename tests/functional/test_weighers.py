@@ -44,11 +44,7 @@ class ImageLocalityWeigherTest(base.NovaExtTestCase):
         self.flavor = self.create_flavor('m1', vcpu=1, memory_mb=1024)
         # An operator pins a first server of image A to host3 (admin-only
         # "zone:host" syntax), so host3 now has A in its image cache.
-        server = self._build_server(name='seed', image_uuid=IMAGE_A,
-                                    flavor_id=self.flavor, networks='none',
-                                    az='nova:host3')
-        seed = self.admin_api.post_server({'server': server})
-        self._wait_for_state_change(seed, 'ACTIVE')
+        self.boot('seed', self.flavor, image=IMAGE_A, zone='nova:host3')
 
     def test_same_image_lands_where_it_is_cached(self):
         # RAMWeigher alone would avoid host3, the only host with less free
@@ -73,10 +69,7 @@ class FailureDomainSpreadWeigherTest(base.NovaExtTestCase):
         big = self.create_flavor('filler', vcpu=1, memory_mb=4096)
         # Fill rack r2 so Nova's RAMWeigher prefers the hosts of rack r1.
         for host in ('host3', 'host4'):
-            server = self._build_server(name='fill-' + host, flavor_id=big,
-                                        networks='none', az='nova:' + host)
-            self._wait_for_state_change(
-                self.admin_api.post_server({'server': server}), 'ACTIVE')
+            self.boot('fill-' + host, big, zone='nova:' + host)
         self.rack_of = {'host1': 'r1', 'host2': 'r1',
                         'host3': 'r2', 'host4': 'r2'}
 

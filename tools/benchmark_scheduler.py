@@ -1,0 +1,643 @@
+#!/usr/bin/env python3
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Per-request cost of Nova's scheduler pipeline, upstream vs. +nova-ext.
+
+What is measured
+----------------
+The work nova-scheduler does in Python for one request once Placement has
+returned its candidates: ``HostFilterHandler().get_filtered_objects()`` over
+every candidate ``HostState`` and ``HostWeightHandler().get_weighed_objects()``
+over the hosts that passed, with Nova's own (unmodified) handlers, filters and
+weighers. Two configurations are compared:
+
+* upstream: Nova's five default ``enabled_filters`` (ComputeFilter,
+  ComputeCapabilitiesFilter, ImagePropertiesFilter,
+  ServerGroupAntiAffinityFilter, ServerGroupAffinityFilter) and every
+  upstream weigher (``nova.scheduler.weights.all_weighers``), all with their
+  default options;
+* +nova-ext: the same, plus FailureDomainAntiAffinityFilter (last) and every
+  weigher of ``nova_ext.scheduler.weights.all_weighers`` (after Nova's), all
+  with their default ``[nova_ext]`` options.
+
+Filter and weigher classes are loaded as ``HostManager`` loads them: through
+``get_matching_classes()`` on the ``all_filters``/``all_weighers`` paths an
+operator puts in nova.conf, filters then picked by name, one instance of each
+shared by every request.
+
+The fleet
+---------
+N hosts, built the way ``HostManager._get_host_states()`` builds them:
+``HostState(host, node, cell)`` then ``update(compute, dict(service),
+aggregates, instances)`` from ``objects.ComputeNode`` records (64 vCPU at
+cpu_allocation_ratio 4.0, 256 GiB RAM, 2 TB disk, randomly varied usage, a
+service heard from moments ago). Hosts are grouped in racks of 20; each rack
+is an ``objects.Aggregate`` with metadata ``nova_ext:failure_domain:rack=rNNN``
+shared by its hosts, as ``HostManager`` shares its aggregate objects. Each
+host runs 16-24 instances (``objects.Instance`` with a uuid and one of 10
+image ids).
+
+Each request is a fresh ``objects.RequestSpec``: flavor 2 vCPU / 4 GiB /
+20 GB, an image without properties, an anti-affinity server group with four
+members on three hosts in three different racks (plus the instance being
+scheduled, as the API adds it), and the scheduler hint
+``nova_ext:spread_level=rack``. By default the members are not in their
+hosts' instance lists, so ServerGroupAntiAffinityFilter keeps every host and
+FailureDomainAntiAffinityFilter sees the members' hosts among its
+candidates. ``--members-on-hosts`` puts them there, as in production:
+ServerGroupAntiAffinityFilter then drops those hosts first.
+
+No database
+-----------
+Nothing here needs a database except one thing: nova-ext looks up, in the
+API database, the failure domains of group members' hosts that are not among
+the hosts it is given (``failure_domains._domains_of_unlisted_hosts``).
+FailureDomainSpreadWeigher only sees hosts that passed the filters, and
+FailureDomainAntiAffinityFilter has just removed the member hosts' racks, so
+the weigher makes that query on every request of this benchmark (the filter
+too with ``--members-on-hosts``). The query is replaced by an in-memory
+lookup over the benchmark's aggregates (see ``InMemoryAggregateQuery``); the
+table counts how many a request makes. The real query's cost (a database
+round trip, and it reads every aggregate carrying the key) is NOT in the
+numbers. No filter or weigher is stubbed.
+
+Method
+------
+For each size: build the fleet, run one untimed warm-up request per
+configuration (it fills ImageLocalityWeigher's per-host image cache, which
+stays warm in a running scheduler), then ``--rounds`` rounds of
+``--requests`` requests. Within a round the two configurations alternate
+request by request (ABAB..., then BABA... on odd requests) on the same
+request spec, so drift and noise hit both alike. Before each round every
+service gets a fresh heartbeat (``last_seen_up``), as computes report every
+10 s, so ComputeFilter keeps passing them however long the run takes.
+
+Logging is at WARNING so that Nova's debug logging is not measured. Both
+configurations pay the same INFO logging in a real scheduler anyway; nova-ext
+only logs at INFO for a host in no failure domain, and every host here has
+one. Arguments of ``LOG.debug`` calls that Nova builds eagerly (e.g. the
+per-weigher dicts of raw and normalized weights) are still built and are
+part of the cost, as in production.
+
+Reading the results
+-------------------
+``ms/req`` is the median over rounds of the mean wall time of one request
+(filtering plus weighing) in that round. ``ratio`` is the median over rounds
+of the per-round ratio +nova-ext / upstream (paired, so it may differ a
+little from the quotient of the two medians); ``overhead %`` is
+``(ratio - 1) * 100``. ``stub DB q/req`` is how many API-database queries a
++nova-ext request would have made. The lines under the table give how many
+hosts each configuration passed to the weighers and the spread of the ratio
+over rounds. Results are for this machine and Python only: compare ratios,
+not absolute milliseconds, across machines.
+
+Run ``python tools/benchmark_scheduler.py --help`` for the options.
+"""
+
+import argparse
+import collections
+import datetime
+import gc
+import json
+import logging
+import platform
+import random
+import statistics
+import sys
+import time
+import uuid
+
+import nova.conf
+from nova import objects
+from nova.scheduler import filters as scheduler_filters
+from nova.scheduler import host_manager
+from nova.scheduler import weights as scheduler_weights
+
+from nova_ext.scheduler.weights import image_locality
+
+CONF = nova.conf.CONF
+
+NOVA_DEFAULT_FILTERS = [
+    'ComputeFilter', 'ComputeCapabilitiesFilter', 'ImagePropertiesFilter',
+    'ServerGroupAntiAffinityFilter', 'ServerGroupAffinityFilter',
+]
+NOVA_EXT_FILTERS = ['FailureDomainAntiAffinityFilter']
+
+UPSTREAM_FILTER_PATHS = ['nova.scheduler.filters.all_filters']
+NOVA_EXT_FILTER_PATHS = ['nova_ext.scheduler.filters.all_filters']
+UPSTREAM_WEIGHER_PATHS = ['nova.scheduler.weights.all_weighers']
+NOVA_EXT_WEIGHER_PATHS = ['nova_ext.scheduler.weights.all_weighers']
+
+RACK_KEY = 'nova_ext:failure_domain:rack'
+RACK_SIZE = 20
+NUM_IMAGES = 10
+MIB_PER_GIB = 1024
+
+# Per-size default for --requests: about the same time per size.
+DEFAULT_REQUESTS = {100: 30, 1000: 30, 10000: 5}
+
+CONFIG_NAMES = ('upstream', 'nova-ext')
+
+
+class InMemoryDatabase(object):
+    """Stand-in for the databases, answering from the benchmark's fleet.
+
+    Infrastructure, not code under test: it replaces exactly the database
+    reads that the measured code makes, and answers them as the databases
+    would for this fleet, in memory:
+
+    * ``objects.AggregateList.get_by_metadata_key`` (API database), which
+      ``failure_domains._domains_of_unlisted_hosts`` calls;
+    * ``objects.CellMappingList.get_all`` (API database), which
+      ``nova.context.load_cells`` calls once for
+      ``scatter_gather_skip_cell0``: one cell besides cell0, never connected
+      to;
+    * ``image_locality._hosts_running_image_in_cell``, the body of which is
+      a single SELECT DISTINCT on the cell database's ``instances`` table.
+      Nova's cell fan-out around it (``scatter_gather_skip_cell0``: context
+      copy, cell targeting, a worker thread per cell) and nova-ext's cache
+      stay real and are measured.
+
+    It counts the queries so the report can say how many a request makes.
+    The real queries' cost (a database round trip; the aggregate query reads
+    every aggregate carrying the key, the image query scans ``instances``)
+    is not in the numbers.
+    """
+
+    def __init__(self):
+        self.queries = collections.Counter()
+        self._aggregates_by_host = {}
+        self._hosts_by_image = {}
+        self._cells = None
+
+    def load(self, host_states, aggregates):
+        self._aggregates_by_host = collections.defaultdict(list)
+        for aggregate in aggregates:
+            for host in aggregate.hosts:
+                self._aggregates_by_host[host].append(aggregate)
+        self._hosts_by_image = collections.defaultdict(set)
+        for host_state in host_states:
+            for instance in host_state.instances.values():
+                self._hosts_by_image[instance.image_ref].add(host_state.host)
+
+    def aggregates_by_metadata_key(self, context, key, hosts=None):
+        self.queries['aggregates by metadata key'] += 1
+        if hosts is None:
+            found = {id(agg): agg
+                     for aggs in self._aggregates_by_host.values()
+                     for agg in aggs}
+        else:
+            found = {id(agg): agg for host in hosts
+                     for agg in self._aggregates_by_host.get(host, ())}
+        return objects.AggregateList(
+            objects=[agg for agg in found.values() if key in agg.metadata])
+
+    def cell_mappings(self, context):
+        self.queries['cell mappings'] += 1
+        if self._cells is None:
+            self._cells = objects.CellMappingList(objects=[
+                objects.CellMapping(
+                    uuid=objects.CellMapping.CELL0_UUID, name='cell0',
+                    transport_url='none:///',
+                    database_connection='sqlite://'),
+                objects.CellMapping(
+                    uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, 'cell1')),
+                    name='cell1', transport_url='none:///',
+                    database_connection='sqlite://', disabled=False),
+            ])
+        return self._cells
+
+    def hosts_running_image_in_cell(self, context, image_id):
+        self.queries['hosts running image'] += 1
+        return set(self._hosts_by_image.get(image_id, ()))
+
+    def install(self):
+        database = self
+
+        def get_by_metadata_key(cls, context, key, hosts=None):
+            return database.aggregates_by_metadata_key(
+                context, key, hosts=hosts)
+
+        def get_all(cls, context):
+            return database.cell_mappings(context)
+
+        objects.AggregateList.get_by_metadata_key = classmethod(
+            get_by_metadata_key)
+        objects.CellMappingList.get_all = classmethod(get_all)
+        image_locality._hosts_running_image_in_cell = (
+            self.hosts_running_image_in_cell)
+
+
+class ErrorCounter(logging.Handler):
+    """Counts ERROR records: a filter or weigher that fails (nova-ext's
+    weighers log and stand aside) would make the numbers meaningless.
+    """
+
+    def __init__(self):
+        super(ErrorCounter, self).__init__(level=logging.ERROR)
+        self.count = 0
+
+    def emit(self, record):
+        self.count += 1
+
+
+DATABASE = InMemoryDatabase()
+ERRORS = ErrorCounter()
+
+
+def _uuid(rng):
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def setup_nova():
+    """Register Nova's objects and config, as nova-scheduler does."""
+    objects.register_all()
+    # No config files: the benchmark must not depend on /etc/nova.
+    CONF([], project='nova', default_config_files=[],
+         default_config_dirs=[])
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr,
+        format='%(levelname)s %(name)s: %(message)s')
+    logging.getLogger().addHandler(ERRORS)
+    DATABASE.install()
+
+
+def load_configs():
+    """Load both configurations the way nova's HostManager does."""
+    filter_handler = scheduler_filters.HostFilterHandler()
+    filter_classes = filter_handler.get_matching_classes(
+        UPSTREAM_FILTER_PATHS + NOVA_EXT_FILTER_PATHS)
+    filter_cls_map = {cls.__name__: cls for cls in filter_classes}
+    filter_objs = {name: filter_cls_map[name]()
+                   for name in NOVA_DEFAULT_FILTERS + NOVA_EXT_FILTERS}
+
+    weight_handler = scheduler_weights.HostWeightHandler()
+    upstream_weighers = [
+        cls() for cls in
+        weight_handler.get_matching_classes(UPSTREAM_WEIGHER_PATHS)]
+    all_weighers = [
+        cls() for cls in weight_handler.get_matching_classes(
+            UPSTREAM_WEIGHER_PATHS + NOVA_EXT_WEIGHER_PATHS)]
+    return {
+        'upstream': {
+            'filters': [filter_objs[n] for n in NOVA_DEFAULT_FILTERS],
+            'weighers': upstream_weighers,
+        },
+        'nova-ext': {
+            'filters': [filter_objs[n]
+                        for n in NOVA_DEFAULT_FILTERS + NOVA_EXT_FILTERS],
+            'weighers': all_weighers,
+        },
+    }, filter_handler, weight_handler
+
+
+def _service_dict(service_id, host, now):
+    service = objects.Service(
+        id=service_id, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, host)),
+        host=host, binary='nova-compute', topic='compute',
+        report_count=1000, disabled=False, disabled_reason=None,
+        forced_down=False, created_at=now, updated_at=now,
+        last_seen_up=now)
+    # HostManager._get_host_states() hands HostState.update() dict(service)
+    return dict(service)
+
+
+def heartbeat(host_states):
+    """Give every compute service a fresh last_seen_up, as computes do."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    for host_state in host_states:
+        service = dict(host_state.service)
+        service['last_seen_up'] = service['updated_at'] = now
+        host_state.update(service=service)
+
+
+def build_fleet(num_hosts, rng, images):
+    """Return (host_states, aggregates) for ``num_hosts`` computes."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cell_uuid = _uuid(rng)
+    names = ['compute%05d' % i for i in range(num_hosts)]
+
+    aggregates = []
+    for rack, start in enumerate(range(0, num_hosts, RACK_SIZE)):
+        aggregates.append(objects.Aggregate(
+            id=rack + 1, uuid=_uuid(rng), name='rack-r%03d' % rack,
+            hosts=names[start:start + RACK_SIZE],
+            metadata={RACK_KEY: 'r%03d' % rack}))
+
+    host_states = []
+    for i, name in enumerate(names):
+        num_instances = rng.randint(16, 24)
+        vcpus_used = num_instances * rng.choice((1, 2, 4, 8))
+        memory_mb_used = min(num_instances * rng.choice((2, 4, 8, 16)),
+                             240) * MIB_PER_GIB
+        local_gb_used = min(num_instances * rng.choice((20, 40, 80)), 1900)
+        compute = objects.ComputeNode(
+            id=i + 1, uuid=_uuid(rng), service_id=i + 1, host=name,
+            hypervisor_hostname=name, vcpus=64, memory_mb=256 * MIB_PER_GIB,
+            local_gb=2000, vcpus_used=vcpus_used,
+            memory_mb_used=memory_mb_used, local_gb_used=local_gb_used,
+            free_ram_mb=256 * MIB_PER_GIB - memory_mb_used,
+            free_disk_gb=2000 - local_gb_used,
+            disk_available_least=2000 - local_gb_used,
+            hypervisor_type='QEMU', hypervisor_version=8002000,
+            cpu_info='{"arch": "x86_64", "model": "Cascadelake-Server"}',
+            current_workload=rng.randint(0, 3), running_vms=num_instances,
+            metrics='[]', host_ip='10.%d.%d.%d' % (
+                i // 65536, (i // 256) % 256, i % 256),
+            stats={'num_instances': str(num_instances),
+                   'io_workload': str(rng.randint(0, 3)),
+                   'failed_builds': '0'},
+            numa_topology=None,
+            supported_hv_specs=[objects.HVSpec(
+                arch='x86_64', hv_type='kvm', vm_mode='hvm')],
+            pci_device_pools=objects.PciDevicePoolList(objects=[]),
+            cpu_allocation_ratio=4.0, ram_allocation_ratio=1.0,
+            disk_allocation_ratio=1.0, mapped=1,
+            created_at=now, updated_at=now)
+        instances = {}
+        for _ in range(num_instances):
+            instance_uuid = _uuid(rng)
+            instances[instance_uuid] = objects.Instance(
+                uuid=instance_uuid, host=name, node=name,
+                image_ref=rng.choice(images))
+        host_state = host_manager.HostState(name, name, cell_uuid)
+        host_state.update(compute, _service_dict(i + 1, name, now),
+                          [aggregates[i // RACK_SIZE]], instances)
+        host_states.append(host_state)
+    return host_states, aggregates
+
+
+class Group(object):
+    """An anti-affinity server group with members on three racks."""
+
+    def __init__(self, host_states, rng, members_on_hosts):
+        racks = (len(host_states) + RACK_SIZE - 1) // RACK_SIZE
+        picked = sorted({0, racks // 2, racks - 1})
+        if len(picked) < 3:
+            picked = [0, 0, 0]
+        # a host in each of three racks (one rack if there is only one)
+        self.hosts = [host_states[min(rack * RACK_SIZE + 7 + n,
+                                      len(host_states) - 1)]
+                      for n, rack in enumerate(picked)]
+        self.uuid = _uuid(rng)
+        self.members = [_uuid(rng) for _ in range(4)]
+        if members_on_hosts:
+            placement = [0, 0, 1, 2]  # two members on the first host
+            for member, index in zip(self.members, placement):
+                self.hosts[index].instances[member] = objects.Instance(
+                    uuid=member, host=self.hosts[index].host,
+                    node=self.hosts[index].nodename,
+                    image_ref=next(iter(
+                        self.hosts[index].instances.values())).image_ref)
+
+    def instance_group(self, instance_uuid):
+        # As loaded by the conductor: the API has already added the
+        # instance being scheduled to the members.
+        return objects.InstanceGroup(
+            id=1, uuid=self.uuid, name='bench-group',
+            project_id='bench-project', user_id='bench-user',
+            policy='anti-affinity', policies=['anti-affinity'], rules={},
+            members=self.members + [instance_uuid],
+            hosts=[hs.host for hs in self.hosts])
+
+
+def make_request_spec(rng, images, group):
+    instance_uuid = _uuid(rng)
+    flavor = objects.Flavor(
+        id=1, flavorid='bench.2c4g', name='bench.2c4g', vcpus=2,
+        memory_mb=4 * MIB_PER_GIB, root_gb=20, ephemeral_gb=0, swap=0,
+        rxtx_factor=1.0, vcpu_weight=0, disabled=False, is_public=True,
+        extra_specs={}, description=None)
+    return objects.RequestSpec(
+        instance_uuid=instance_uuid, project_id='bench-project',
+        user_id='bench-user', availability_zone=None, num_instances=1,
+        flavor=flavor,
+        image=objects.ImageMeta.from_dict(
+            {'id': rng.choice(images), 'properties': {}}),
+        numa_topology=None,
+        pci_requests=objects.InstancePCIRequests(requests=[]),
+        instance_group=group.instance_group(instance_uuid),
+        scheduler_hints={'group': [group.uuid],
+                         'nova_ext:spread_level': ['rack']},
+        ignore_hosts=None, force_hosts=None, force_nodes=None,
+        requested_destination=None, retry=None, limits=None,
+        is_bfv=False, requested_resources=[])
+
+
+def schedule(config, filter_handler, weight_handler, host_states, spec):
+    """One request: Nova's filter then weigher pipeline. Returns (s, hosts,
+    best host name).
+    """
+    start = time.perf_counter()
+    passed = filter_handler.get_filtered_objects(
+        config['filters'], host_states, spec, 0)
+    weighed = weight_handler.get_weighed_objects(
+        config['weighers'], passed, spec)
+    elapsed = time.perf_counter() - start
+    return elapsed, len(passed), weighed[0].obj.host if weighed else None
+
+
+def run_size(num_hosts, args, configs, filter_handler, weight_handler):
+    rng = random.Random(args.seed + num_hosts)
+    images = [_uuid(rng) for _ in range(NUM_IMAGES)]
+    build_start = time.perf_counter()
+    host_states, aggregates = build_fleet(num_hosts, rng, images)
+    group = Group(host_states, rng, args.members_on_hosts)
+    DATABASE.load(host_states, aggregates)
+    build_s = time.perf_counter() - build_start
+    requests = args.requests or DEFAULT_REQUESTS.get(
+        num_hosts, max(5, min(30, 30000 // num_hosts)))
+
+    # Warm-up, untimed; also what each configuration selects.
+    passed = {}
+    chosen = {}
+    spec = make_request_spec(rng, images, group)
+    for name in CONFIG_NAMES:
+        _, passed[name], chosen[name] = schedule(
+            configs[name], filter_handler, weight_handler, host_states,
+            spec)
+
+    per_round = {name: [] for name in CONFIG_NAMES}
+    ratios = []
+    queries = {name: collections.Counter() for name in CONFIG_NAMES}
+    for _ in range(args.rounds):
+        heartbeat(host_states)
+        gc.collect()
+        totals = dict.fromkeys(CONFIG_NAMES, 0.0)
+        for i in range(requests):
+            spec = make_request_spec(rng, images, group)
+            order = CONFIG_NAMES if i % 2 == 0 else CONFIG_NAMES[::-1]
+            for name in order:
+                before = collections.Counter(DATABASE.queries)
+                elapsed, _, _ = schedule(
+                    configs[name], filter_handler, weight_handler,
+                    host_states, spec)
+                totals[name] += elapsed
+                queries[name].update(DATABASE.queries - before)
+        for name in CONFIG_NAMES:
+            per_round[name].append(totals[name] / requests * 1000.0)
+        ratios.append(totals['nova-ext'] / totals['upstream'])
+
+    timed_requests = float(requests * args.rounds)
+    result = {
+        'hosts': num_hosts,
+        'requests_per_round': requests,
+        'rounds': args.rounds,
+        'build_seconds': round(build_s, 2),
+        'group_hosts': [hs.host for hs in group.hosts],
+        'hosts_weighed': passed,
+        'chosen_host': chosen,
+        'ms_per_request': {name: statistics.median(per_round[name])
+                           for name in CONFIG_NAMES},
+        'ms_per_request_rounds': per_round,
+        'ratio': statistics.median(ratios),
+        'ratio_rounds': ratios,
+        'stub_db_queries_per_request': {
+            name: {query: count / timed_requests
+                   for query, count in sorted(queries[name].items())}
+            for name in CONFIG_NAMES},
+    }
+    result['overhead_percent'] = (result['ratio'] - 1.0) * 100.0
+    if ERRORS.count:
+        raise SystemExit('%d error(s) were logged while scheduling (see '
+                         'above): a filter or weigher failed, so these '
+                         'numbers would not measure it' % ERRORS.count)
+    return result
+
+
+def describe(configs):
+    lines = []
+    for name in CONFIG_NAMES:
+        config = configs[name]
+        lines.append('%s filters: %s' % (name, ', '.join(
+            type(f).__name__ for f in config['filters'])))
+        lines.append('%s weighers: %s' % (name, ', '.join(
+            type(w).__name__ for w in config['weighers'])))
+    return lines
+
+
+def format_table(results):
+    header = ('%7s | %16s | %16s | %6s | %10s | %13s'
+              % ('hosts', 'upstream ms/req', '+nova-ext ms/req', 'ratio',
+                 'overhead %', 'stub DB q/req'))
+    lines = [header, '-' * len(header)]
+    for r in results:
+        lines.append('%7d | %16.2f | %16.2f | %6.3f | %+10.1f | %13.2f' % (
+            r['hosts'], r['ms_per_request']['upstream'],
+            r['ms_per_request']['nova-ext'], r['ratio'],
+            r['overhead_percent'],
+            sum(r['stub_db_queries_per_request']['nova-ext'].values())))
+    lines.append('')
+    for r in results:
+        queries = r['stub_db_queries_per_request']['nova-ext']
+        lines.append(
+            '%d hosts: %d requests x %d rounds, ratio per round %s; hosts '
+            'passing filters: upstream %d, +nova-ext %d; stubbed queries '
+            'per +nova-ext request: %s' % (
+                r['hosts'], r['requests_per_round'], r['rounds'],
+                '/'.join('%.3f' % x for x in r['ratio_rounds']),
+                r['hosts_weighed']['upstream'],
+                r['hosts_weighed']['nova-ext'],
+                ', '.join('%s %.2f' % item for item in queries.items())
+                or 'none'))
+    return lines
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Measure the per-request cost of Nova's scheduler "
+                    "filter and weigher pipeline with upstream defaults "
+                    "and with nova-ext's filter and weighers added. See "
+                    "the module docstring for the method and how to read "
+                    "the results.")
+    parser.add_argument(
+        '--hosts', type=int, nargs='+', default=[100, 1000, 10000],
+        metavar='N', help='fleet sizes to measure (default: %(default)s)')
+    parser.add_argument(
+        '--rounds', type=int, default=3,
+        help='rounds per size; the median round is reported '
+             '(default: %(default)s)')
+    parser.add_argument(
+        '--requests', type=int, default=None, metavar='N',
+        help='requests per round and configuration (default: 30 at 100 '
+             'and 1,000 hosts, 5 at 10,000)')
+    parser.add_argument(
+        '--members-on-hosts', action='store_true',
+        help="put the server group's members in their hosts' instance "
+             "lists, as in production: ServerGroupAntiAffinityFilter then "
+             "removes those hosts before nova-ext sees them")
+    parser.add_argument(
+        '--seed', type=int, default=42,
+        help='random seed of the fleet (default: %(default)s)')
+    parser.add_argument(
+        '--json', metavar='FILE',
+        help="also write the results as JSON to FILE ('-' for stdout)")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or (args.requests is not None and args.requests < 1):
+        parser.error('--rounds and --requests must be at least 1')
+    if any(n < 2 for n in args.hosts):
+        parser.error('--hosts must be at least 2')
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    setup_nova()
+    configs, filter_handler, weight_handler = load_configs()
+
+    print('nova-ext scheduler benchmark: python %s on %s, %s' % (
+        platform.python_version(), platform.machine(),
+        platform.platform(terse=True)))
+    print('scenario: anti-affinity group, hint nova_ext:spread_level=rack, '
+          'members %s their hosts\' instance lists' % (
+              'in' if args.members_on_hosts else 'not in'))
+    for line in describe(configs):
+        print(line)
+    print('')
+
+    results = []
+    for num_hosts in args.hosts:
+        results.append(run_size(num_hosts, args, configs, filter_handler,
+                                weight_handler))
+        print('  done: %d hosts (fleet built in %.1f s)'
+              % (num_hosts, results[-1]['build_seconds']),
+              file=sys.stderr)
+
+    for line in format_table(results):
+        print(line)
+
+    if args.json:
+        document = {
+            'python': platform.python_version(),
+            'platform': platform.platform(terse=True),
+            'members_on_hosts': args.members_on_hosts,
+            'seed': args.seed,
+            'configs': {name: {
+                'filters': [type(f).__name__
+                            for f in configs[name]['filters']],
+                'weighers': [type(w).__name__
+                             for w in configs[name]['weighers']]}
+                for name in CONFIG_NAMES},
+            'results': results,
+        }
+        if args.json == '-':
+            json.dump(document, sys.stdout, indent=2, sort_keys=True)
+            print('')
+        else:
+            with open(args.json, 'w') as out:
+                json.dump(document, out, indent=2, sort_keys=True)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
