@@ -1,1 +1,1 @@
-"""nova-ext scheduler plugins: filters, weighers and (later) request filters."""
+"""nova-ext scheduler plugins: filters and weighers."""

@@ -1,0 +1,65 @@
+"""BinPackingWeigher's score: leftover plus stranded capacity."""
+
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova import objects
+from nova import test
+from nova.tests.unit.scheduler import fakes
+
+from nova_ext.scheduler.weights import bin_packing
+
+
+def host(name, vcpus_used, ram_used_mb, vcpus=10, ram_mb=10240):
+    return fakes.FakeHostState(name, name, {
+        'vcpus_total': vcpus, 'vcpus_used': vcpus_used,
+        'cpu_allocation_ratio': 1.0,
+        'total_usable_ram_mb': ram_mb, 'free_ram_mb': ram_mb - ram_used_mb,
+        'ram_allocation_ratio': 1.0,
+        'total_usable_disk_gb': 100, 'free_disk_mb': 100 * 1024,
+        'disk_allocation_ratio': 1.0, 'aggregates': []})
+
+
+def spec(vcpus=1, memory_mb=1024):
+    return objects.RequestSpec(
+        flavor=objects.Flavor(vcpus=vcpus, memory_mb=memory_mb, root_gb=0,
+                              ephemeral_gb=0, swap=0, extra_specs={}),
+        is_bfv=False, instance_uuid=uuids.new)
+
+
+class BinPackingWeigherTest(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(bin_packing_resource_weights={'vcpu': 1, 'ram': 1},
+                   group='nova_ext')
+        self.weigher = bin_packing.BinPackingWeigher()
+
+    def weigh(self, *hosts, request=None):
+        weighed = [
+            type('W', (), {'obj': h})() for h in hosts]
+        return self.weigher.weigh_objects(weighed, request or spec())
+
+    def test_fuller_host_scores_higher(self):
+        empty, half = self.weigh(host('a', 0, 0), host('b', 5, 5120))
+        self.assertGreater(half, empty)
+        # after a 1 vCPU / 1 GiB request: a leaves 90% of both, b 40%
+        self.assertAlmostEqual(-0.9, empty)
+        self.assertAlmostEqual(-0.4, half)
+
+    def test_stranded_capacity_is_penalised(self):
+        # Same total use; b would be left with RAM but no vCPUs to sell.
+        balanced, lopsided = self.weigh(host('a', 5, 5120),
+                                        host('b', 9, 1024))
+        self.assertGreater(balanced, lopsided)
+
+    def test_stranded_weight_zero_scores_utilisation_only(self):
+        self.flags(bin_packing_stranded_weight=0.0, group='nova_ext')
+        balanced, lopsided = self.weigh(host('a', 5, 5120),
+                                        host('b', 9, 1024))
+        self.assertAlmostEqual(balanced, lopsided)
+
+    def test_resource_weights_make_it_memory_centric(self):
+        self.flags(bin_packing_resource_weights={'ram': 1},
+                   group='nova_ext')
+        cpu_full, ram_full = self.weigh(host('a', 9, 0), host('b', 0, 9216))
+        self.assertGreater(ram_full, cpu_full)

@@ -1,0 +1,124 @@
+"""How a request's spread and a host's failure domain are read."""
+
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova import objects
+from nova import test
+from nova.tests.unit.scheduler import fakes
+
+from nova_ext.scheduler import failure_domains
+
+RACK = failure_domains.AGGREGATE_KEY_PREFIX + 'rack'
+
+
+def host(name, *racks, instances=None):
+    aggregates = [objects.Aggregate(id=i, metadata={RACK: rack})
+                  for i, rack in enumerate(racks)]
+    return fakes.FakeHostState(name, name, {'aggregates': aggregates},
+                               instances=instances)
+
+
+def request(hints=None, extra_specs=None, group=None, instance_uuid=uuids.new):
+    return objects.RequestSpec(
+        scheduler_hints={k: [v] for k, v in (hints or {}).items()},
+        flavor=objects.Flavor(extra_specs=extra_specs or {}),
+        instance_group=group, instance_uuid=instance_uuid)
+
+
+def group(policy='anti-affinity', hosts=(), members=()):
+    return objects.InstanceGroup(uuid=uuids.group, policy=policy,
+                                 hosts=list(hosts),
+                                 members=list(members))
+
+
+class HostDomainTest(test.NoDBTestCase):
+
+    def test_domain_from_aggregate_metadata(self):
+        self.assertEqual('r1', failure_domains.host_domain(
+            host('h1', 'r1'), 'rack'))
+
+    def test_no_metadata_means_no_domain(self):
+        self.assertIs(failure_domains.NO_DOMAIN,
+                      failure_domains.host_domain(host('h1'), 'rack'))
+
+    def test_conflicting_aggregates_mean_no_domain(self):
+        self.assertIs(failure_domains.NO_DOMAIN,
+                      failure_domains.host_domain(host('h1', 'r1', 'r2'),
+                                                  'rack'))
+
+    def test_host_as_own_domain_when_configured(self):
+        self.flags(hosts_without_failure_domain='host', group='nova_ext')
+        self.assertEqual('host:h1',
+                         failure_domains.host_domain(host('h1'), 'rack'))
+
+
+class SpreadRequestTest(test.NoDBTestCase):
+
+    def test_no_level_no_spread(self):
+        self.assertIsNone(failure_domains.spread_request(
+            request(group=group()), []))
+
+    def test_hint_counts_members_per_domain(self):
+        hosts = [host('h1', 'r1'), host('h2', 'r1'), host('h3', 'r2')]
+        spread = failure_domains.spread_request(
+            request({'nova_ext:spread_level': 'rack'},
+                    group=group(hosts=['h1', 'h2'])), hosts)
+        self.assertEqual(('rack', 1), spread[:2])
+        self.assertEqual({'r1': 2}, dict(spread.members_per_domain))
+
+    def test_instances_on_host_correct_deduplicated_group_hosts(self):
+        members = [objects.Instance(uuid=u) for u in (uuids.a, uuids.b)]
+        hosts = [host('h1', 'r1', instances=members)]
+        spread = failure_domains.spread_request(
+            request({'nova_ext:spread_level': 'rack'},
+                    group=group(hosts=['h1'],
+                                members=[uuids.a, uuids.b, uuids.new])),
+            hosts)
+        self.assertEqual({'r1': 2}, dict(spread.members_per_domain))
+
+    def test_flavor_wins_over_hint(self):
+        spread = failure_domains.spread_request(
+            request({'nova_ext:spread_level': 'row',
+                     'nova_ext:spread_max_per_domain': '5'},
+                    {'nova_ext:spread_level': 'rack',
+                     'nova_ext:spread_max_per_domain': '2'},
+                    group=group()), [])
+        self.assertEqual(('rack', 2), spread[:2])
+
+    def test_unknown_level_is_named(self):
+        error = self.assertRaises(
+            failure_domains.InvalidSpreadRequest,
+            failure_domains.spread_request,
+            request({'nova_ext:spread_level': 'pod'}, group=group()), [])
+        self.assertIn("scheduler hint nova_ext:spread_level='pod'",
+                      str(error))
+        self.assertIn('rack, row, power', str(error))
+
+    def test_bad_max_is_named(self):
+        for bad in ('0', '-1', 'x'):
+            error = self.assertRaises(
+                failure_domains.InvalidSpreadRequest,
+                failure_domains.spread_request,
+                request({'nova_ext:spread_level': 'rack',
+                         'nova_ext:spread_max_per_domain': bad},
+                        group=group()), [])
+            self.assertIn('nova_ext:spread_max_per_domain', str(error))
+
+    def test_affinity_group_conflicts(self):
+        self.assertRaises(
+            failure_domains.InvalidSpreadRequest,
+            failure_domains.spread_request,
+            request({'nova_ext:spread_level': 'rack'},
+                    group=group('affinity')), [])
+
+    def test_flavor_without_group_does_not_spread(self):
+        self.assertIsNone(failure_domains.spread_request(
+            request(extra_specs={'nova_ext:spread_level': 'rack'}), []))
+
+    def test_default_level_applies_to_anti_affinity_groups_only(self):
+        self.assertIsNone(failure_domains.spread_request(
+            request(group=group('affinity')), [], default_level='rack'))
+        spread = failure_domains.spread_request(
+            request(group=group('soft-anti-affinity')), [],
+            default_level='rack')
+        self.assertEqual('rack', spread.level)
