@@ -7,6 +7,7 @@ operator (``admin_api``) or a user (``api``) would.
 
 import os
 import sys
+import time
 
 from oslo_config import cfg
 
@@ -136,8 +137,9 @@ class EmbeddedNova(test.TestCase,
 
     def boot(self, name, flavor_id, group=None, hints=None, image=None,
              expected_state='ACTIVE', zone=None):
-        """Boot one server and wait for ``expected_state``; return it as
-        the admin sees it. ``zone`` ("nova:host3") needs ``admin_api``.
+        """Boot one server and wait for ``expected_state`` (None: for
+        whatever state it settles in); return it as the admin sees it.
+        ``zone`` ("nova:host3") needs ``admin_api``.
         """
         server = self._build_server(
             name=name, flavor_id=flavor_id, networks='none',
@@ -150,8 +152,18 @@ class EmbeddedNova(test.TestCase,
             body['os:scheduler_hints'] = hints
         api = self.admin_api if zone else self.api
         created = api.post_server(body)
+        if expected_state is None:
+            return self._wait_for_settled(created)
         server = self._wait_for_state_change(created, expected_state)
         return self.admin_api.get_server(server['id'])
+
+    def _wait_for_settled(self, server, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            server = self.admin_api.get_server(server['id'])
+            if server['status'] != 'BUILD' or time.monotonic() > deadline:
+                return server
+            time.sleep(0.05)
 
     @staticmethod
     def host_of(server):

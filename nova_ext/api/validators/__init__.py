@@ -22,15 +22,14 @@ class NamedExtraSpecValidator(base.ExtraSpecValidator):
         try:
             super().validate(name, value)
         except exception.ValidationError as error:
+            detail = str(error).replace('Validation failed; ', '')
+            if 'enum' not in self.value:  # Nova's message lists the enum
+                detail += ' Allowed: ' + self.allowed()
             raise exception.ValidationError(
-                "Validation failed for extra spec '%s': %s Allowed: %s"
-                % (name, str(error).replace('Validation failed; ', ''),
-                   self.allowed()))
+                "Validation failed for extra spec '%s': %s" % (name, detail))
 
     def allowed(self):
         spec = self.value
-        if 'enum' in spec:
-            return ', '.join(str(v) for v in spec['enum']) + '.'
         if spec['type'] is int:
             low, high = spec.get('min'), spec.get('max')
             if high is None:

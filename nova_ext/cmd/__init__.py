@@ -1,0 +1,1 @@
+"""nova-ext command-line tools."""
