@@ -22,8 +22,13 @@ PY
 echo "Setting up $venv (pinned by constraints.txt; about a minute)..." >&2
 rm -rf "$venv"
 "$python" -m venv "$venv"
-"$venv/bin/pip" install -q --upgrade 'pip>=24' >&2 2>/dev/null || true
-(cd "$top" && PBR_VERSION=${PBR_VERSION:-0.1.0} "$venv/bin/pip" install -q \
-    -c constraints.txt -r requirements.txt -r test-requirements.txt -e . >&2)
+log="$venv/install.log"
+if ! (cd "$top" && PBR_VERSION=${PBR_VERSION:-0.1.0} "$venv/bin/pip" install \
+        -c constraints.txt -r requirements.txt -r test-requirements.txt \
+        -e . >"$log" 2>&1); then
+    tail -40 "$log" >&2
+    echo "pip install failed; full log: $log" >&2
+    exit 1
+fi
 echo "$stamp" > "$venv/.nova-ext-stamp"
 echo "$venv"

@@ -157,10 +157,10 @@ class Sandbox(cloud.EmbeddedNova):
     def _record(self, server, flavor, group, host, outcome, expect):
         met = outcome.split(':')[0].strip() == expect
         if not met:
-            self.report.failures.append('%s: expected %s, got %s'
-                                 % (server, expect, outcome))
+            self.report.failures.append(
+                '%s: expected %s, got %s' % (server, expect, outcome))
         self.report.rows.append((server, flavor, group, host,
-                          self.rack_of.get(host, '-'), outcome))
+                                 self.rack_of.get(host, '-'), outcome))
 
     def _serve(self, port):
         app = self.api_fixture.app()
