@@ -16,6 +16,9 @@ class FailureDomainFilterTest(base.NovaExtTestCase):
     HOSTS = ['host1', 'host2', 'host3', 'host4', 'host5', 'host6']
     ENABLED_FILTERS = base.NOVA_DEFAULT_FILTERS + [
         'FailureDomainAntiAffinityFilter']
+    # The soft twin would spread groups too: switch it off so these tests
+    # see the filter alone.
+    NOVA_EXT_FLAGS = {'failure_domain_spread_weight_multiplier': 0.0}
 
     def setUp(self):
         super().setUp()
@@ -39,7 +42,8 @@ class FailureDomainFilterTest(base.NovaExtTestCase):
         flavor = self.create_flavor('spread2', extra_specs={
             'nova_ext:spread_level': 'rack',
             'nova_ext:spread_max_per_domain': '2'})
-        group = self.create_server_group('db')
+        # soft-anti-affinity: Nova alone would let a 7th member in
+        group = self.create_server_group('db', policy='soft-anti-affinity')
         servers = [self.boot('db-%d' % i, flavor, group) for i in range(6)]
         racks = [self.rack_of[self.host_of(s)] for s in servers]
         self.assertEqual({'r1': 2, 'r2': 2, 'r3': 2},
@@ -59,6 +63,23 @@ class FailureDomainFilterTest(base.NovaExtTestCase):
         servers = self._wait_for_servers('batch', 3)
         racks = sorted(self.rack_of[self.host_of(s)] for s in servers)
         self.assertEqual(['r1', 'r2', 'r3'], racks)
+
+    def test_multi_create_of_four_over_three_racks_fails_whole(self):
+        group = self.create_server_group('batch4')
+        server = self._build_server(name='batch4', flavor_id=self.flavor,
+                                    networks='none')
+        server['min_count'] = 4
+        self.api.post_server({
+            'server': server,
+            'os:scheduler_hints': {'group': group,
+                                   'nova_ext:spread_level': 'rack'}})
+
+        def _all_in_error():
+            servers = [s for s in self.admin_api.get_servers()
+                       if s['name'].startswith('batch4')]
+            self.assertEqual(4, len(servers))
+            self.assertEqual({'ERROR'}, {s['status'] for s in servers})
+        self._wait_for_assert(_all_in_error, max_retries=50, sleep=0.1)
 
     def test_unknown_level_hint_fails_one_request_with_reason(self):
         group = self.create_server_group('typo')
