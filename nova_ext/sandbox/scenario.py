@@ -169,7 +169,8 @@ class Sandbox(cloud.EmbeddedNova):
               '(Ctrl-C stops). Try:\n  curl -s -H "X-Auth-User: admin" '
               '-H "X-Auth-Project-Id: sandbox" -H "X-Roles: admin,member,'
               'reader" -H "OpenStack-API-Version: compute latest" '
-              'http://127.0.0.1:%d/v2.1/servers/detail' % (port, port),
+              '"http://127.0.0.1:%d/v2.1/servers/detail?all_tenants=1"'
+              % (port, port),
               file=self.out, flush=True)
         thread = threading.Thread(target=httpd.serve_forever, daemon=True)
         thread.start()
