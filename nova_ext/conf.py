@@ -113,7 +113,38 @@ request.
 """),
 ]
 
-ALL_OPTS = failure_domain_opts + bin_packing_opts + image_locality_opts
+request_filter_opts = [
+    cfg.ListOpt(
+        'request_filters',
+        default=[],
+        help="""
+Placement request pre-filters to run in nova-scheduler, in order, after
+Nova's own: names of entry points in the ``nova_ext.scheduler.request_filters``
+namespace (``maintenance``, ``host_class``, or a third party's). They are
+activated when nova-scheduler loads ``nova_ext.scheduler.filters.all_filters``
+or ``nova_ext.scheduler.weights.all_weighers``, so one of those must be in
+``[filter_scheduler] available_filters`` or ``weight_classes``.
+"""),
+    cfg.StrOpt(
+        'maintenance_trait',
+        default='CUSTOM_NOVA_EXT_MAINTENANCE',
+        regex=r'^CUSTOM_[A-Z0-9_]+$',
+        help="""
+Trait that marks a compute node resource provider as in maintenance. The
+``maintenance`` request filter forbids it in every placement query;
+``nova-ext-manage host maintenance on|off`` sets and clears it.
+"""),
+    cfg.BoolOpt(
+        'host_class_isolation',
+        default=False,
+        help="""
+When true, the ``host_class`` request filter also keeps requests that name no
+host class off every host aggregate tagged with ``nova_ext:host_class``.
+"""),
+]
+
+ALL_OPTS = (failure_domain_opts + bin_packing_opts + image_locality_opts
+            + request_filter_opts)
 
 
 def register_opts(conf):

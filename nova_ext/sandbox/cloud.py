@@ -12,6 +12,7 @@ import time
 from oslo_config import cfg
 
 import nova.conf
+from nova.scheduler import request_filter
 from nova import test
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import fixtures as func_fixtures
@@ -85,7 +86,20 @@ class EmbeddedNova(test.TestCase,
         self.neutron = self.useFixture(nova_fixtures.NeutronFixture(self))
         self.glance = self.useFixture(nova_fixtures.GlanceFixture(self))
         self.useFixture(nova_fixtures.CinderFixture(self))
-        self.placement = self.useFixture(func_fixtures.PlacementFixture()).api
+        self.placement_fixture = self.useFixture(
+            func_fixtures.PlacementFixture())
+        self.placement = self.placement_fixture.api
+        # Each embedded Nova starts like a fresh process: without the
+        # request filters an earlier one activated.
+        self.useFixture(nova_fixtures.fixtures.MonkeyPatch(
+            'nova.scheduler.request_filter.ALL_REQUEST_FILTERS',
+            list(request_filter.ALL_REQUEST_FILTERS)))
+        self.useFixture(nova_fixtures.fixtures.MonkeyPatch(
+            'nova_ext.scheduler.request_filters.maintenance._traits_created',
+            set()))
+        self.useFixture(nova_fixtures.fixtures.MonkeyPatch(
+            'nova_ext.scheduler.request_filters.host_class._image_classes',
+            {}))
         self.useFixture(nova_fixtures.CastAsCallFixture(self))
         self.useFixture(nova_fixtures.AllServicesCurrent())
         self.notifier = self.useFixture(

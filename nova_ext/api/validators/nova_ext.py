@@ -10,6 +10,7 @@ from oslo_config import cfg
 from nova_ext.api import validators
 from nova_ext import conf as ext_conf
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler.request_filters import host_class
 
 CONF = cfg.CONF
 ext_conf.register_opts(CONF)
@@ -46,5 +47,12 @@ def register():
                 'At most this many members of the server group in one '
                 'failure domain.'),
             value={'type': int, 'min': 1},
+        ),
+        validators.NamedExtraSpecValidator(
+            name=host_class.EXTRA_SPEC,
+            description=(
+                'Route the request to the host aggregates tagged with this '
+                'nova_ext:host_class (host_class request filter).'),
+            value={'type': str, 'pattern': r'[A-Za-z0-9_.-]{1,64}'},
         ),
     ]

@@ -11,6 +11,7 @@ Operators list :func:`all_filters` beside Nova's own in nova.conf::
 from nova.scheduler import filters
 
 from nova_ext import loader
+from nova_ext.scheduler import request_filters
 
 NAMESPACE = 'nova_ext.scheduler.filters'
 
@@ -19,4 +20,7 @@ def all_filters():
     """Every filter class registered in the ``nova_ext.scheduler.filters``
     entry-point namespace, ours and third parties'.
     """
+    # nova-scheduler calls this once at start: the moment to activate
+    # the request filters nova.conf asks for.
+    request_filters.activate()
     return loader.load_plugin_classes(NAMESPACE, filters.BaseHostFilter)

@@ -15,6 +15,7 @@ from nova.scheduler import weights
 
 from nova_ext import conf as ext_conf
 from nova_ext import loader
+from nova_ext.scheduler import request_filters
 
 CONF = cfg.CONF
 ext_conf.register_opts(CONF)
@@ -27,6 +28,9 @@ def all_weighers():
     """Every weigher class registered in the ``nova_ext.scheduler.weights``
     entry-point namespace, ours and third parties'.
     """
+    # nova-scheduler calls this once at start: the moment to activate
+    # the request filters nova.conf asks for.
+    request_filters.activate()
     return loader.load_plugin_classes(NAMESPACE, weights.BaseHostWeigher)
 
 
