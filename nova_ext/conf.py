@@ -52,6 +52,17 @@ Failure-domain level FailureDomainSpreadWeigher spreads server groups across
 when a request names none. Unset (the default): only requests that name a
 level through ``nova_ext:spread_level`` are spread.
 """),
+    cfg.IntOpt(
+        'failure_domain_cache_seconds',
+        default=10,
+        min=0,
+        help="""
+How long the failure-domain filter and weigher remember which domain each
+host is in for hosts that are no longer among a request's candidates (those
+holding group members, which ServerGroupAntiAffinityFilter removes): one
+API-database query per level per period. Candidates' domains are always
+current. 0 asks on every request.
+"""),
     cfg.FloatOpt(
         'failure_domain_spread_weight_multiplier',
         default=1.0,
@@ -133,6 +144,15 @@ or ``nova_ext.scheduler.weights.all_weighers``, so one of those must be in
 Trait that marks a compute node resource provider as in maintenance. The
 ``maintenance`` request filter forbids it in every placement query;
 ``nova-ext-manage host maintenance on|off`` sets and clears it.
+"""),
+    cfg.IntOpt(
+        'host_class_image_cache_seconds',
+        default=60,
+        min=0,
+        help="""
+How long the ``host_class`` request filter remembers an image's
+``nova_ext_host_class`` property before asking glance again. 0 asks on
+every request that names no class in its flavor.
 """),
     cfg.BoolOpt(
         'host_class_isolation',

@@ -19,6 +19,9 @@ from nova.tests.functional import fixtures as func_fixtures
 from nova.tests.functional import integrated_helpers
 
 from nova_ext import conf as ext_conf
+from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler.request_filters import host_class
+from nova_ext.scheduler.weights import image_locality
 
 CONF = nova.conf.CONF
 # In a real service the [nova_ext] options register when Nova imports our
@@ -97,9 +100,10 @@ class EmbeddedNova(test.TestCase,
         self.useFixture(nova_fixtures.fixtures.MonkeyPatch(
             'nova_ext.scheduler.request_filters.maintenance._traits_created',
             set()))
-        self.useFixture(nova_fixtures.fixtures.MonkeyPatch(
-            'nova_ext.scheduler.request_filters.host_class._image_classes',
-            {}))
+        for lookup in (failure_domains.domains_by_level,
+                       image_locality.hosts_by_image,
+                       host_class.image_classes):
+            lookup.clear()
         self.useFixture(nova_fixtures.CastAsCallFixture(self))
         self.useFixture(nova_fixtures.AllServicesCurrent())
         self.notifier = self.useFixture(

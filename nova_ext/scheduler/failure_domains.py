@@ -24,6 +24,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_ext import conf as ext_conf
+from nova_ext.scheduler import cache
 
 CONF = cfg.CONF
 ext_conf.register_opts(CONF)
@@ -169,30 +170,41 @@ def spread_request(spec_obj, host_states, default_level=None):
     return SpreadRequest(level, max_per_domain, per_domain)
 
 
-def _domains_of_unlisted_hosts(hosts, level):
-    """Domains of members' hosts that are not among this request's candidates.
-
-    Placement or an earlier filter (ServerGroupAntiAffinityFilter removes
-    every member host) may have dropped such a host, but its members still
-    count against its domain: one API-database query finds them all.
+def _domains_at_level(level):
+    """{host: set of domains} for every host in an aggregate declaring a
+    domain at ``level``: one API-database query.
     """
-    if not hosts:
-        return {}
     from nova import context as nova_context
     from nova import objects
 
     key = AGGREGATE_KEY_PREFIX + level
     found = collections.defaultdict(set)
-    aggregates = objects.AggregateList.get_by_metadata_key(
-        nova_context.get_admin_context(), key, hosts=set(hosts))
-    for aggregate in aggregates:
+    for aggregate in objects.AggregateList.get_by_metadata_key(
+            nova_context.get_admin_context(), key):
         for host in aggregate.hosts:
             found[host].add(aggregate.metadata[key])
+    return dict(found)
+
+
+domains_by_level = cache.TTLLookup('failure_domain_cache_seconds')
+
+
+def _domains_of_unlisted_hosts(hosts, level):
+    """Domains of members' hosts that are not among this request's candidates.
+
+    Placement or an earlier filter (ServerGroupAntiAffinityFilter removes
+    every member host) may have dropped such a host, but its members still
+    count against its domain.
+    """
+    if not hosts:
+        return {}
+    known = domains_by_level.get(level, _domains_at_level)
     own_domain = CONF.nova_ext.hosts_without_failure_domain == 'host'
     domains = {}
     for host in hosts:
-        if len(found[host]) == 1:
-            domains[host] = next(iter(found[host]))
+        found = known.get(host, ())
+        if len(found) == 1:
+            domains[host] = next(iter(found))
         else:
             domains[host] = 'host:' + host if own_domain else NO_DOMAIN
     return domains

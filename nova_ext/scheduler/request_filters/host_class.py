@@ -14,8 +14,6 @@ naming it. With ``[nova_ext] host_class_isolation = true``, requests naming
 no class are also kept off every classed aggregate (``!member_of``).
 """
 
-import time
-
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -24,17 +22,15 @@ from nova.image import glance
 from nova import objects
 from nova.scheduler import request_filter
 
+from nova_ext.scheduler import cache
+
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
 AGGREGATE_KEY = 'nova_ext:host_class'
 EXTRA_SPEC = 'nova_ext:host_class'
 IMAGE_PROPERTY = 'nova_ext_host_class'
-# Image properties hardly change; ask glance again after this long.
-IMAGE_CACHE_SECONDS = 60
-
-# image id -> (monotonic time of the lookup, host class or None)
-_image_classes = {}
+image_classes = cache.TTLLookup('host_class_image_cache_seconds')
 
 
 def _image_class(ctxt, image):
@@ -45,14 +41,12 @@ def _image_class(ctxt, image):
     """
     if image is None or 'id' not in image:
         return None
-    now = time.monotonic()
-    cached = _image_classes.get(image.id)
-    if cached and now - cached[0] < IMAGE_CACHE_SECONDS:
-        return cached[1]
-    meta = glance.API().get(ctxt, image.id)
-    host_class = (meta.get('properties') or {}).get(IMAGE_PROPERTY)
-    _image_classes[image.id] = (now, host_class)
-    return host_class
+
+    def _ask_glance(image_id):
+        meta = glance.API().get(ctxt, image_id)
+        return (meta.get('properties') or {}).get(IMAGE_PROPERTY)
+
+    return image_classes.get(image.id, _ask_glance)
 
 
 def requested_class(ctxt, request_spec):

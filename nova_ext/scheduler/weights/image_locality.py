@@ -15,24 +15,18 @@ cannot tell which image an instance runs. Per host the weigher is a set
 lookup.
 """
 
-import threading
-import time
-
-from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova import context as nova_context
 from nova.db.main import api as main_db
 from nova.db.main import models
 
+from nova_ext.scheduler import cache
 from nova_ext.scheduler import weights
 
-CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
-# image id -> (monotonic time of the lookup, frozenset of hosts)
-_hosts_by_image = {}
-_lock = threading.Lock()
+hosts_by_image = cache.TTLLookup('image_locality_cache_seconds')
 
 
 @main_db.pick_context_manager_reader
@@ -45,12 +39,7 @@ def _hosts_running_image_in_cell(context, image_id):
     return {host for host, in rows}
 
 
-def hosts_running_image(image_id):
-    max_age = CONF.nova_ext.image_locality_cache_seconds
-    now = time.monotonic()
-    cached = _hosts_by_image.get(image_id)
-    if cached and now - cached[0] < max_age:
-        return cached[1]
+def _ask_cells(image_id):
     results = nova_context.scatter_gather_skip_cell0(
         nova_context.get_admin_context(), _hosts_running_image_in_cell,
         image_id)
@@ -62,14 +51,11 @@ def hosts_running_image(image_id):
                         cell_uuid, image_id)
             continue
         hosts.update(result)
-    hosts = frozenset(hosts)
-    with _lock:
-        _hosts_by_image[image_id] = (now, hosts)
-        # Forget images nobody asked for lately, so the cache stays small.
-        for stale in [i for i, (t, _) in _hosts_by_image.items()
-                      if now - t >= max_age]:
-            del _hosts_by_image[stale]
-    return hosts
+    return frozenset(hosts)
+
+
+def hosts_running_image(image_id):
+    return hosts_by_image.get(image_id, _ask_cells)
 
 
 class ImageLocalityWeigher(weights.PerRequestWeigher):
