@@ -50,6 +50,11 @@ class SpreadRequest(ty.NamedTuple):
     max_per_domain: int
     # members of the request's server group per failure domain
     members_per_domain: collections.Counter
+    # [nova_ext] hosts_without_failure_domain == 'host', read once
+    own_domain: bool
+
+    def domain_of(self, host_state):
+        return host_domain(host_state, self.level, self.own_domain)
 
 
 def _requested(spec_obj, key):
@@ -67,24 +72,36 @@ def _requested(spec_obj, key):
     return None, None
 
 
-def host_domain(host_state, level):
+def host_domain(host_state, level, own_domain=None):
     """The host's failure domain at ``level``, or NO_DOMAIN.
 
     A host in two aggregates naming different domains at one level is
     misconfigured: it gets NO_DOMAIN and a warning, rather than a guess.
+    ``own_domain`` (default: from nova.conf) makes a host without a domain
+    a domain of its own.
     """
     key = AGGREGATE_KEY_PREFIX + level
-    found = {agg.metadata[key] for agg in host_state.aggregates
-             if key in agg.metadata}
-    if len(found) == 1:
-        return found.pop()
-    if len(found) > 1:
-        LOG.warning("nova-ext: host %(host)s has conflicting aggregate "
-                    "metadata %(key)s=%(values)s; it is treated as being in "
-                    "no failure domain at level %(level)s",
-                    {'host': host_state.host, 'key': key,
-                     'values': sorted(found), 'level': level})
-    if CONF.nova_ext.hosts_without_failure_domain == 'host':
+    found = NO_DOMAIN
+    for aggregate in host_state.aggregates:
+        domain = aggregate.metadata.get(key)
+        if domain is None or domain == found:
+            continue
+        if found is NO_DOMAIN:
+            found = domain
+            continue
+        LOG.warning("nova-ext: host %(host)s is in aggregates declaring "
+                    "different %(key)s (%(first)s, %(second)s); it is "
+                    "treated as being in no failure domain at level "
+                    "%(level)s", {'host': host_state.host, 'key': key,
+                                  'first': found, 'second': domain,
+                                  'level': level})
+        found = NO_DOMAIN
+        break
+    if found is not NO_DOMAIN:
+        return found
+    if own_domain is None:
+        own_domain = CONF.nova_ext.hosts_without_failure_domain == 'host'
+    if own_domain:
         return 'host:' + host_state.host
     return NO_DOMAIN
 
@@ -155,19 +172,21 @@ def spread_request(spec_obj, host_states, default_level=None):
             "%s %s=%s conflicts with server group %s policy %r"
             % (level_source, SPREAD_LEVEL, level, group.uuid, group.policy))
 
+    own_domain = CONF.nova_ext.hosts_without_failure_domain == 'host'
     per_host = _members_per_host(group, spec_obj.instance_uuid, host_states)
-    domain_of = {hs.host: hs for hs in host_states}
-    unlisted = [host for host in per_host if host not in domain_of]
-    unlisted_domains = _domains_of_unlisted_hosts(unlisted, level)
+    candidates = {hs.host: hs for hs in host_states}
+    unlisted = [host for host in per_host if host not in candidates]
+    unlisted_domains = _domains_of_unlisted_hosts(unlisted, level,
+                                                  own_domain)
     per_domain = collections.Counter()
     for host, count in per_host.items():
-        if host in domain_of:
-            domain = host_domain(domain_of[host], level)
+        if host in candidates:
+            domain = host_domain(candidates[host], level, own_domain)
         else:
             domain = unlisted_domains[host]
         if domain is not NO_DOMAIN:
             per_domain[domain] += count
-    return SpreadRequest(level, max_per_domain, per_domain)
+    return SpreadRequest(level, max_per_domain, per_domain, own_domain)
 
 
 def _domains_at_level(level):
@@ -189,7 +208,7 @@ def _domains_at_level(level):
 domains_by_level = cache.TTLLookup('failure_domain_cache_seconds')
 
 
-def _domains_of_unlisted_hosts(hosts, level):
+def _domains_of_unlisted_hosts(hosts, level, own_domain):
     """Domains of members' hosts that are not among this request's candidates.
 
     Placement or an earlier filter (ServerGroupAntiAffinityFilter removes
@@ -199,7 +218,6 @@ def _domains_of_unlisted_hosts(hosts, level):
     if not hosts:
         return {}
     known = domains_by_level.get(level, _domains_at_level)
-    own_domain = CONF.nova_ext.hosts_without_failure_domain == 'host'
     domains = {}
     for host in hosts:
         found = known.get(host, ())

@@ -52,7 +52,7 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
 
     @staticmethod
     def _domain_has_room(host_state, request):
-        domain = failure_domains.host_domain(host_state, request.level)
+        domain = request.domain_of(host_state)
         if domain is failure_domains.NO_DOMAIN:
             LOG.info("FailureDomainAntiAffinityFilter: host %(host)s "
                      "rejected: it is in no failure domain at level "

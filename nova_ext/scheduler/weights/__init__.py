@@ -7,6 +7,8 @@ Operators list :func:`all_weighers` beside Nova's own in nova.conf::
                      nova_ext.scheduler.weights.all_weighers
 """
 
+import threading
+
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -52,10 +54,24 @@ class PerRequestWeigher(weights.BaseHostWeigher):
 
     multiplier_option = None
 
+    def __init__(self):
+        super().__init__()
+        self._aggregate_key = 'nova_ext:' + self.multiplier_option
+        # Nova calls weight_multiplier() once per host right after
+        # weigh_objects(), in the same thread: the configured multiplier is
+        # read once per request and kept per thread.
+        self._request = threading.local()
+
     def weight_multiplier(self, host_state):
-        return scheduler_utils.get_weight_multiplier(
-            host_state, 'nova_ext:' + self.multiplier_option,
-            getattr(CONF.nova_ext, self.multiplier_option))
+        configured = getattr(self._request, 'multiplier', None)
+        if configured is None:
+            configured = getattr(CONF.nova_ext, self.multiplier_option)
+        key = self._aggregate_key
+        for aggregate in host_state.aggregates:
+            if key in aggregate.metadata:
+                return scheduler_utils.get_weight_multiplier(
+                    host_state, key, configured)
+        return configured
 
     def prepare(self, spec_obj, host_states):
         raise NotImplementedError()
@@ -64,6 +80,8 @@ class PerRequestWeigher(weights.BaseHostWeigher):
         raise NotImplementedError()
 
     def weigh_objects(self, weighed_obj_list, spec_obj):
+        self._request.multiplier = getattr(CONF.nova_ext,
+                                           self.multiplier_option)
         host_states = [weighed.obj for weighed in weighed_obj_list]
         try:
             state = self.prepare(spec_obj, host_states)

@@ -30,7 +30,8 @@ RESOURCES = ('vcpu', 'ram', 'disk')
 def _free_fraction(capacity, used, requested):
     if capacity <= 0:
         return 0.0
-    return min(1.0, max(0.0, (capacity - used - requested) / capacity))
+    free = (capacity - used - requested) / capacity
+    return 0.0 if free < 0.0 else 1.0 if free > 1.0 else free
 
 
 class BinPackingWeigher(weights.PerRequestWeigher):
@@ -39,15 +40,14 @@ class BinPackingWeigher(weights.PerRequestWeigher):
 
     def prepare(self, spec_obj, host_states):
         configured = CONF.nova_ext.bin_packing_resource_weights
-        resource_weights = {r: float(configured.get(r, 0.0))
-                            for r in RESOURCES}
+        resource_weights = tuple(float(configured.get(r, 0.0))
+                                 for r in RESOURCES)
         disk_gb = spec_obj.ephemeral_gb
         if not ('is_bfv' in spec_obj and spec_obj.is_bfv):
             disk_gb += spec_obj.root_gb
-        requested = {'vcpu': spec_obj.vcpus,
-                     'ram': spec_obj.memory_mb,
-                     'disk': disk_gb * 1024 + spec_obj.swap}
-        return (resource_weights, sum(resource_weights.values()), requested,
+        requested = (spec_obj.vcpus, spec_obj.memory_mb,
+                     disk_gb * 1024 + spec_obj.swap)
+        return (resource_weights, sum(resource_weights), requested,
                 CONF.nova_ext.bin_packing_stranded_weight)
 
     def weigh(self, host_state, state):
@@ -56,19 +56,18 @@ class BinPackingWeigher(weights.PerRequestWeigher):
             return 0.0
         ram_total = host_state.total_usable_ram_mb
         disk_total = host_state.total_usable_disk_gb * 1024
-        free = {
-            'vcpu': _free_fraction(
+        free = (
+            _free_fraction(
                 host_state.vcpus_total * host_state.cpu_allocation_ratio,
-                host_state.vcpus_used, requested['vcpu']),
-            'ram': _free_fraction(
+                host_state.vcpus_used, requested[0]),
+            _free_fraction(
                 ram_total * host_state.ram_allocation_ratio,
-                ram_total - host_state.free_ram_mb, requested['ram']),
-            'disk': _free_fraction(
+                ram_total - host_state.free_ram_mb, requested[1]),
+            _free_fraction(
                 disk_total * host_state.disk_allocation_ratio,
-                disk_total - host_state.free_disk_mb, requested['disk']),
-        }
-        counted = [free[r] for r in RESOURCES if resource_weights[r] > 0]
-        leftover = sum(free[r] * resource_weights[r]
-                       for r in RESOURCES) / total_weight
+                disk_total - host_state.free_disk_mb, requested[2]),
+        )
+        counted = [f for f, w in zip(free, resource_weights) if w > 0]
+        leftover = sum(f * w for f, w in zip(free, resource_weights))
         stranded = max(counted) - min(counted)
-        return -(leftover + stranded_weight * stranded)
+        return -(leftover / total_weight + stranded_weight * stranded)

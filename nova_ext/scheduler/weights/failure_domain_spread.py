@@ -45,7 +45,7 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
         if state is None:
             return 0.0
         request, weight_without_domain = state
-        domain = failure_domains.host_domain(host_state, request.level)
+        domain = request.domain_of(host_state)
         if domain is failure_domains.NO_DOMAIN:
             return weight_without_domain
         return -request.members_per_domain[domain]
