@@ -52,34 +52,12 @@ class FailureDomainFilterTest(base.NovaExtTestCase):
         self.assertNoValidHost(seventh)
 
     def test_multi_create_in_one_request_spreads(self):
-        group = self.create_server_group('batch')
-        server = self._build_server(name='batch', flavor_id=self.flavor,
-                                    networks='none')
-        server['min_count'] = 3
-        self.api.post_server({
-            'server': server,
-            'os:scheduler_hints': {'group': group,
-                                   'nova_ext:spread_level': 'rack'}})
-        servers = self._wait_for_servers('batch', 3)
+        servers = self._multi_create_with_rack_spread('batch', 3)
         racks = sorted(self.rack_of[self.host_of(s)] for s in servers)
         self.assertEqual(['r1', 'r2', 'r3'], racks)
 
     def test_multi_create_of_four_over_three_racks_fails_whole(self):
-        group = self.create_server_group('batch4')
-        server = self._build_server(name='batch4', flavor_id=self.flavor,
-                                    networks='none')
-        server['min_count'] = 4
-        self.api.post_server({
-            'server': server,
-            'os:scheduler_hints': {'group': group,
-                                   'nova_ext:spread_level': 'rack'}})
-
-        def _all_in_error():
-            servers = [s for s in self.admin_api.get_servers()
-                       if s['name'].startswith('batch4')]
-            self.assertEqual(4, len(servers))
-            self.assertEqual({'ERROR'}, {s['status'] for s in servers})
-        self._wait_for_assert(_all_in_error, max_retries=50, sleep=0.1)
+        self._multi_create_with_rack_spread('batch4', 4, status='ERROR')
 
     def test_unknown_level_hint_fails_one_request_with_reason(self):
         group = self.create_server_group('typo')
@@ -112,14 +90,25 @@ class FailureDomainFilterTest(base.NovaExtTestCase):
                  for i in range(6)}
         self.assertEqual(6, len(hosts))
 
-    def _wait_for_servers(self, name, count):
-        def _all_active():
+    def _multi_create_with_rack_spread(self, name, count, status='ACTIVE'):
+        """One request for ``count`` servers; wait until all are in
+        ``status`` and return them.
+        """
+        group = self.create_server_group(name)
+        server = self._build_server(name=name, flavor_id=self.flavor,
+                                    networks='none')
+        server['min_count'] = count
+        self.api.post_server({
+            'server': server,
+            'os:scheduler_hints': {'group': group,
+                                   'nova_ext:spread_level': 'rack'}})
+
+        def _all_settled():
             servers = [s for s in self.admin_api.get_servers()
                        if s['name'].startswith(name)]
             self.assertEqual(count, len(servers))
-            for s in servers:
-                self.assertEqual('ACTIVE', s['status'])
+            self.assertEqual({status}, {s['status'] for s in servers})
             return servers
-        self._wait_for_assert(_all_active, max_retries=50, sleep=0.1)
+        self._wait_for_assert(_all_settled, max_retries=50, sleep=0.1)
         return [s for s in self.admin_api.get_servers()
                 if s['name'].startswith(name)]
