@@ -163,15 +163,55 @@ host class off every host aggregate tagged with ``nova_ext:host_class``.
 """),
 ]
 
+quota_opts = [
+    cfg.StrOpt(
+        'quota_driver',
+        help="""
+Quota driver to install in nova-api and nova-conductor: the name of an entry
+point in the ``nova_ext.quota.drivers`` namespace (``per_flavor``, or a third
+party's). Unset: Nova's own ``[quota] driver`` works alone. The driver is
+activated when the process opens its database through a connection URL
+carrying ``?plugin=nova_ext`` (``[api_database] connection``); see the quota
+documentation. Requires ``[quota] driver = nova.quota.DbQuotaDriver``.
+"""),
+    cfg.ListOpt(
+        'quota_classes',
+        default=[],
+        help="""
+Flavor classes that per-flavor quotas may limit. A flavor joins a class with
+the extra spec ``nova_ext:quota_class=<class>``; the API refuses any other
+value, and ``nova-ext-manage quota set --class`` refuses unknown classes.
+"""),
+]
+
 ALL_OPTS = (failure_domain_opts + bin_packing_opts + image_locality_opts
-            + request_filter_opts)
+            + request_filter_opts + quota_opts)
+
+DATABASE_GROUP = cfg.OptGroup(
+    'nova_ext_database',
+    title='nova-ext database',
+    help="""
+Where nova-ext keeps its own tables (per-flavor quota limits and the record
+of which processes activated nova-ext). Unset ``connection``: the tables live
+in Nova's API database (``[api_database] connection``), next to Nova's
+flavors and quotas. Create or upgrade them with ``nova-ext-manage db sync``.
+""")
+
+
+def _database_opts():
+    # oslo.db's own [database] options, so pool sizes, retries and the
+    # connection string behave exactly as in Nova's [api_database].
+    from oslo_db import options as db_options
+    return [opt for opt in db_options.database_opts]
 
 
 def register_opts(conf):
     """Register nova-ext's options; safe to call any number of times."""
     conf.register_group(GROUP)
     conf.register_opts(ALL_OPTS, group=GROUP)
+    conf.register_group(DATABASE_GROUP)
+    conf.register_opts(_database_opts(), group=DATABASE_GROUP)
 
 
 def list_opts():
-    return [(GROUP, ALL_OPTS)]
+    return [(GROUP, ALL_OPTS), (DATABASE_GROUP, _database_opts())]

@@ -1,14 +1,26 @@
-"""nova-ext-manage: operator commands that talk to placement.
+"""nova-ext-manage: nova-ext's operator commands.
 
     nova-ext-manage [--config-file nova.conf] host maintenance on HOST
     nova-ext-manage host maintenance off HOST
     nova-ext-manage host maintenance list
+    nova-ext-manage db sync
+    nova-ext-manage quota set --project P (--flavor F | --class C)
+                              [--instances N] [--cores N] [--ram MB]
+    nova-ext-manage quota show [--project P] [--flavor F | --class C]
+    nova-ext-manage quota delete --project P (--flavor F | --class C)
+    nova-ext-manage quota usage --project P (--flavor F | --class C)
+    nova-ext-manage quota check
 
 ``on``/``off`` add or remove ``[nova_ext] maintenance_trait`` on the compute
 node resource provider named HOST (its hypervisor hostname), keeping every
 other trait: unlike ``openstack resource provider trait set``, which replaces
 the whole list. Placement credentials come from nova.conf's ``[placement]``
 section, as for Nova's own services.
+
+``db sync`` creates or upgrades nova-ext's tables; ``quota`` manages the
+per-flavor quota limits (``--project '*'``: the default for every project;
+-1: unlimited) and ``quota check`` says whether every nova-api and
+nova-conductor activated the same quota driver (exit code 1 if not).
 """
 
 import argparse
@@ -100,7 +112,96 @@ def build_parser():
     maintenance.add_argument('action', choices=['on', 'off', 'list'])
     maintenance.add_argument('host', nargs='?',
                              help='compute node (resource provider) name')
+
+    database = commands.add_parser('db', help="nova-ext's tables")
+    database.add_subparsers(dest='command', required=True).add_parser(
+        'sync', help='create or upgrade the tables')
+
+    quota = commands.add_parser('quota', help='per-flavor quota limits')
+    quota_commands = quota.add_subparsers(dest='command', required=True)
+    for name, help_text in (('set', 'set limits'), ('show', 'list limits'),
+                            ('delete', 'delete limits'),
+                            ('usage', 'usage against limits')):
+        command = quota_commands.add_parser(name, help=help_text)
+        command.add_argument('--project', required=name != 'show',
+                             help="project ID, or '*' for every project")
+        scope = command.add_mutually_exclusive_group(
+            required=name in ('set', 'delete', 'usage'))
+        scope.add_argument('--flavor', help='flavor ID or name')
+        scope.add_argument('--class', dest='quota_class',
+                           help='flavor class (nova_ext:quota_class)')
+        if name == 'set':
+            command.add_argument('--instances', type=int)
+            command.add_argument('--cores', type=int)
+            command.add_argument('--ram', type=int, help='MB')
+    quota_commands.add_parser(
+        'check', help='do all nova-api and nova-conductor processes run the '
+                      'same quota driver?')
     return parser
+
+
+def _table(headers, rows, out):
+    import prettytable
+    table = prettytable.PrettyTable(headers)
+    for row in rows:
+        table.add_row(row)
+    print(table, file=out)
+
+
+def run_quota(args, conf, out=sys.stdout):
+    from nova_ext import activation
+    from nova_ext.quota import commands
+    from nova_ext.quota import db
+
+    try:
+        if args.category == 'db':
+            print('nova-ext tables at revision %s' % db.sync(conf), file=out)
+            return 0
+        if args.command == 'set':
+            scope, name, limits = commands.set_limits(
+                conf, args.project, args.flavor, args.quota_class,
+                args.instances, args.cores, args.ram)
+            values = ', '.join('%s=%d' % item for item in sorted(
+                limits.items()))
+            print('%s %s, project %s: %s' % (scope, name, args.project,
+                                             values), file=out)
+        elif args.command == 'show':
+            _table(['project', 'scope', 'name', 'resource', 'limit'],
+                   commands.show_limits(conf, args.project, args.flavor,
+                                        args.quota_class), out)
+        elif args.command == 'delete':
+            count = commands.delete_limits(conf, args.project, args.flavor,
+                                           args.quota_class)
+            print('deleted %d limit(s)' % count, file=out)
+        elif args.command == 'usage':
+            scope, name, rows = commands.usage(
+                conf, args.project, args.flavor, args.quota_class)
+            print('project %s, %s %s' % (args.project, scope, name),
+                  file=out)
+            _table(['resource', 'in use', 'limit'], rows, out)
+        elif args.command == 'check':
+            return check(conf, activation, db, out)
+    except commands.CommandError as error:
+        raise CommandError(str(error))
+    return 0
+
+
+def check(conf, activation, db, out):
+    expected = conf.nova_ext.quota_driver
+    recorded = {(host, binary): (driver, when) for host, binary, _pid,
+                driver, when in db.list_activations(conf)}
+    rows = []
+    for host, binary in sorted(set(activation.nova_services(conf))
+                               | set(recorded)):
+        driver, when = recorded.get((host, binary), (None, None))
+        ok = (driver or None) == (expected or None)
+        rows.append([binary, host, driver or '-', when or 'never',
+                     'ok' if ok else 'MISMATCH'])
+    print('[nova_ext] quota_driver here: %s' % (expected or 'none'),
+          file=out)
+    _table(['binary', 'host', 'quota driver', 'activated', 'state'], rows,
+           out)
+    return 0 if all(row[-1] == 'ok' for row in rows) else 1
 
 
 def run(args, placement, trait, out=sys.stdout):
@@ -131,6 +232,12 @@ def main(argv=None):
     try:
         conf([], project='nova',
              default_config_files=args.config_file or None)
+        if args.category in ('db', 'quota'):
+            from nova.db.api import api as api_db
+            from nova.db.main import api as main_db
+            api_db.configure(conf)
+            main_db.configure(conf)
+            return run_quota(args, conf)
         placement = utils.get_ksa_adapter('placement')
         return run(args, placement, conf.nova_ext.maintenance_trait)
     except (CommandError, cfg.Error) as error:

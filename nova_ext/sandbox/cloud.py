@@ -10,6 +10,7 @@ import sys
 import time
 
 from oslo_config import cfg
+import sqlalchemy
 
 import nova.conf
 from nova.scheduler import request_filter
@@ -18,7 +19,10 @@ from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import fixtures as func_fixtures
 from nova.tests.functional import integrated_helpers
 
+from nova_ext import activation
 from nova_ext import conf as ext_conf
+from nova_ext import quota
+from nova_ext.quota import db as quota_db
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler.request_filters import host_class
 from nova_ext.scheduler.weights import image_locality
@@ -67,6 +71,8 @@ class EmbeddedNova(test.TestCase,
 
     REQUIRES_LOCKING = False
     HOSTS = ['host1', 'host2', 'host3', 'host4']
+    # Host -> cell name ('cell1', 'cell2' ...; see NUMBER_OF_CELLS).
+    HOST_CELLS = {}
     NOVA_CONF = ''
     COMPUTE_DRIVER = 'fake.MediumFakeDriver'
     microversion = 'latest'
@@ -116,10 +122,38 @@ class EmbeddedNova(test.TestCase,
         self.api = self.api_fixture.api
         self.api.microversion = self.microversion
 
+        self._open_databases_like_a_nova_process()
         self.start_service('conductor')
         self.scheduler_service = self.start_service('scheduler')
         for host in self.HOSTS:
-            self._start_compute(host)
+            self._start_compute(host, cell_name=self.HOST_CELLS.get(host))
+
+    def _open_databases_like_a_nova_process(self):
+        """What nova-api and nova-conductor do when they first open the API
+        database through ``connection = ...?plugin=nova_ext``.
+
+        Nova's test fixtures hand out their own sqlite engines, so the
+        embedded cloud opens an engine once through SQLAlchemy with our
+        plugin in the URL: SQLAlchemy finds it by entry point, as in a real
+        process. nova-ext's own tables go to a sqlite file unless the
+        nova.conf names a database.
+        """
+        quota.deactivate()
+        self.addCleanup(quota.deactivate)
+        self.addCleanup(quota_db.reset)
+        self.addCleanup(activation.forget_recorded)
+        if not CONF.nova_ext.quota_driver:
+            return
+        if not CONF.nova_ext_database.connection:
+            self.flags(connection='sqlite:///%s' % os.path.join(
+                os.path.dirname(self.nova_conf_path), 'nova_ext.sqlite'),
+                group='nova_ext_database')
+        quota_db.sync(CONF)
+        # One process plays every service here: nothing to compare.
+        self.useFixture(nova_fixtures.fixtures.MonkeyPatch(
+            'nova_ext.activation.RECORD_ACTIVATIONS', False))
+        sqlalchemy.create_engine(
+            CONF.nova_ext_database.connection + '?plugin=nova_ext').dispose()
 
     # -- operator actions, through the REST API --------------------------
 

@@ -1,14 +1,16 @@
 """Validators for the ``nova_ext:`` flavor extra specs.
 
 Each key here is documented with the plugin that reads it. Levels allowed in
-``nova_ext:spread_level`` come from ``[nova_ext] failure_domain_levels`` in
-nova-api's nova.conf.
+``nova_ext:spread_level`` come from ``[nova_ext] failure_domain_levels``, and
+classes allowed in ``nova_ext:quota_class`` from ``[nova_ext] quota_classes``,
+in nova-api's nova.conf.
 """
 
 from oslo_config import cfg
 
 from nova_ext.api import validators
 from nova_ext import conf as ext_conf
+from nova_ext.quota import db as quota_db
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler.request_filters import host_class
 
@@ -16,16 +18,20 @@ CONF = cfg.CONF
 ext_conf.register_opts(CONF)
 
 
-class _ConfiguredLevels:
-    """The levels in nova.conf, read when a flavor is validated: Nova loads
-    validators when its API module is imported, before nova.conf is parsed.
+class _Configured:
+    """A ``[nova_ext]`` list option, read when a flavor is validated: Nova
+    loads validators when its API module is imported, before nova.conf is
+    parsed.
     """
 
-    def __contains__(self, level):
-        return level in CONF.nova_ext.failure_domain_levels
+    def __init__(self, option):
+        self.option = option
+
+    def __contains__(self, value):
+        return value in CONF.nova_ext[self.option]
 
     def __iter__(self):
-        return iter(CONF.nova_ext.failure_domain_levels)
+        return iter(CONF.nova_ext[self.option])
 
 
 def register():
@@ -38,7 +44,7 @@ def register():
                 'FailureDomainSpreadWeigher).'),
             value={
                 'type': str,
-                'enum': _ConfiguredLevels(),
+                'enum': _Configured('failure_domain_levels'),
             },
         ),
         validators.NamedExtraSpecValidator(
@@ -54,5 +60,16 @@ def register():
                 'Route the request to the host aggregates tagged with this '
                 'nova_ext:host_class (host_class request filter).'),
             value={'type': str, 'pattern': r'[A-Za-z0-9_.-]{1,64}'},
+        ),
+        validators.NamedExtraSpecValidator(
+            name=quota_db.QUOTA_CLASS_SPEC,
+            description=(
+                'Count instances of this flavor against the per-flavor-class '
+                'quotas of this class (per_flavor quota driver); one of '
+                '[nova_ext] quota_classes.'),
+            value={
+                'type': str,
+                'enum': _Configured('quota_classes'),
+            },
         ),
     ]

@@ -1,0 +1,155 @@
+"""Activation of nova-ext in nova-api and nova-conductor, from nova.conf.
+
+Upstream Nova has no hook that loads third-party code in both nova-api and
+nova-conductor. Both open Nova's databases through SQLAlchemy, and
+SQLAlchemy loads *engine plugins* named in the connection URL from the
+``sqlalchemy.plugins`` entry points. So the operator writes, in nova.conf::
+
+    [api_database]
+    connection = mysql+pymysql://nova:secret@db/nova_api?plugin=nova_ext
+
+    [nova_ext]
+    quota_driver = per_flavor
+
+and every Nova process that opens the API database (nova-api under its WSGI
+server, every nova-conductor worker, nova-scheduler) runs :class:`Plugin`
+when it creates the engine: after oslo.log is set up, before the first
+request. The plugin activates what ``[nova_ext]`` asks for (today the quota
+driver), logs one line, records the activation in ``nova_ext_activations``,
+and logs an error when another Nova API or conductor process has not
+activated the same driver. A failure here is logged, never raised: a broken
+nova-ext must not stop Nova's database from opening.
+"""
+
+import os
+import threading
+
+from oslo_config import cfg
+from oslo_log import log as logging
+from sqlalchemy.engine import CreateEnginePlugin
+
+from nova_ext import conf as ext_conf
+
+CONF = cfg.CONF
+LOG = logging.getLogger(__name__)
+
+# The embedded cloud (one process playing every service) turns this off.
+RECORD_ACTIVATIONS = True
+# Nova binaries that must agree on the quota driver.
+QUOTA_BINARIES = ('nova-osapi_compute', 'nova-conductor')
+
+
+class Plugin(CreateEnginePlugin):
+    """``?plugin=nova_ext`` in a Nova database connection URL."""
+
+    def __init__(self, url, kwargs):
+        super().__init__(url, kwargs)
+        self.activated = activate_process()
+
+    def update_url(self, url):
+        return url  # SQLAlchemy already removed plugin=nova_ext
+
+    def engine_created(self, engine):
+        if self.activated and RECORD_ACTIVATIONS:
+            # Not inline: oslo.db is still starting this engine under its
+            # lock, and the comparison reads Nova's databases through it.
+            threading.Thread(target=record_and_compare,
+                             args=(self.activated,), daemon=True,
+                             name='nova-ext-activation').start()
+
+
+_recorded = set()
+_record_lock = threading.Lock()
+
+
+def activate_process(conf=CONF, binary=None):
+    """Activate nova-ext's process-wide plug points; return what is active.
+
+    Idempotent: Nova opens several engines per process.
+    """
+    ext_conf.register_opts(conf)
+    from nova_ext import quota
+    try:
+        name = quota.activate(conf, binary=binary)
+    except Exception as error:  # noqa: a plugin must not break Nova's DB
+        LOG.error('nova-ext: quota driver %(name)s NOT activated in '
+                  '%(binary)s pid %(pid)d: %(error)s',
+                  {'name': conf.nova_ext.quota_driver,
+                   'binary': binary or quota.process_binary(),
+                   'pid': os.getpid(), 'error': error})
+        return None
+    if not name:
+        return None
+    return {'quota_driver': name,
+            'binary': binary or quota.process_binary(),
+            'host': quota.process_host(conf)}
+
+
+def forget_recorded():
+    """Tests and the sandbox start many clouds in one process."""
+    with _record_lock:
+        _recorded.clear()
+
+
+def record_and_compare(active, conf=CONF):
+    """Write this process's activation; log processes that disagree."""
+    if active['binary'] not in QUOTA_BINARIES:
+        return  # nova-scheduler, nova-manage ...: quota is not checked there
+    key = (active['host'], active['binary'], os.getpid())
+    with _record_lock:
+        if key in _recorded:
+            return
+        _recorded.add(key)
+    from nova_ext.quota import db
+    try:
+        db.record_activation(conf, active['host'], active['binary'],
+                             os.getpid(), active['quota_driver'])
+        problems = consistency_problems(conf, active['quota_driver'])
+    except Exception as error:  # noqa: see the module docstring
+        LOG.error('nova-ext: could not record the quota driver activation '
+                  '(did you run "nova-ext-manage db sync"?): %s', error)
+        return
+    for problem in problems:
+        LOG.error('nova-ext: %s; per-flavor quotas are only as strong as '
+                  'the weakest process: run "nova-ext-manage quota check"',
+                  problem)
+
+
+def consistency_problems(conf, expected_driver):
+    """Processes that recorded a different quota driver, and Nova API and
+    conductor services that never recorded any.
+    """
+    from nova_ext.quota import db
+    problems = []
+    recorded = {}
+    for host, binary, pid, driver, _when in db.list_activations(conf):
+        recorded[(host, binary)] = driver
+        if binary in QUOTA_BINARIES and driver != expected_driver:
+            problems.append('%s on %s runs quota driver %s, not %s' % (
+                binary, host, driver or 'none', expected_driver))
+    for host, binary in nova_services(conf):
+        if (host, binary) not in recorded:
+            problems.append('%s on %s has not activated nova-ext (no '
+                            '?plugin=nova_ext in its [api_database] '
+                            'connection, or not restarted)' % (binary, host))
+    return problems
+
+
+def nova_services(conf):
+    """(host, binary) of Nova's API and conductor services in all cells."""
+    from nova import context as nova_context
+    from nova import objects
+
+    objects.register_all()
+    ctxt = nova_context.get_admin_context()
+    found = set()
+
+    def services_in_cell(cctxt):
+        return [(s.host, s.binary) for binary in QUOTA_BINARIES
+                for s in objects.ServiceList.get_by_binary(cctxt, binary)]
+
+    results = nova_context.scatter_gather_all_cells(ctxt, services_in_cell)
+    for result in results.values():
+        if not nova_context.is_cell_failure_sentinel(result):
+            found.update(result)
+    return sorted(found)

@@ -1,0 +1,160 @@
+"""Quota driver plug point: ``[nova_ext] quota_driver``.
+
+Nova only accepts its three in-tree ``[quota] driver`` classes and asks the
+driver nothing about flavors. nova-ext installs the driver named by
+``[nova_ext] quota_driver`` (an entry point in ``nova_ext.quota.drivers``)
+as the driver of Nova's quota engine ``nova.quota.QUOTAS``, and hands it the
+flavor at the two places Nova checks instance quota:
+
+* ``nova.compute.utils.check_num_instances_quota``: server create and
+  restore in nova-api, and the recheck nova-conductor runs after creating
+  the instances (``[quota] recheck_quota``);
+* ``nova.compute.api.API._check_quota_for_upsize``: resize and resize
+  revert in nova-api.
+
+A driver may define ``check_flavor_instances(context, flavor, min_count,
+max_count, project_id, orig_num_req)`` (returns how many of max_count may be
+created, or raises ``nova.exception.TooManyInstances``) and
+``check_flavor_resize(context, project_id, current_flavor, new_flavor)``.
+
+:func:`activate` runs in every process that opens a database through a URL
+with ``?plugin=nova_ext`` (see :mod:`nova_ext.activation`): nova-api and
+nova-conductor both do. It is idempotent and logs one line.
+"""
+
+import functools
+import os
+import socket
+import sys
+
+from oslo_config import cfg
+from oslo_log import log as logging
+from stevedore import driver as stevedore_driver
+
+from nova_ext import conf as ext_conf
+
+CONF = cfg.CONF
+ext_conf.register_opts(CONF)
+LOG = logging.getLogger(__name__)
+
+NAMESPACE = 'nova_ext.quota.drivers'
+NOVA_DB_DRIVER = 'nova.quota.DbQuotaDriver'
+# The engine's test-only override slot (QuotaEngine.__init__ quota_driver).
+_ENGINE_OVERRIDE = '_QuotaEngine__driver_override'
+
+_active = {}  # name, driver, originals
+
+
+class ActivationError(Exception):
+    pass
+
+
+def active_driver_name():
+    return _active.get('name')
+
+
+def activate(conf=CONF, binary=None):
+    """Install ``[nova_ext] quota_driver`` in this process; idempotent.
+
+    Returns the driver name that is active afterwards (None: none).
+    """
+    name = conf.nova_ext.quota_driver
+    if not name:
+        return None
+    if _active.get('name') == name:
+        return name
+    if _active:
+        deactivate()
+    if conf.quota.driver != NOVA_DB_DRIVER:
+        raise ActivationError(
+            '[nova_ext] quota_driver = %s needs [quota] driver = %s; it is '
+            '%s' % (name, NOVA_DB_DRIVER, conf.quota.driver))
+
+    from nova.compute import api as compute_api
+    from nova.compute import utils as compute_utils
+    from nova import quota
+
+    manager = stevedore_driver.DriverManager(
+        NAMESPACE, name, invoke_on_load=True)
+    quota_driver = manager.driver
+
+    originals = {
+        'check_num_instances_quota': compute_utils.check_num_instances_quota,
+        'check_quota_for_upsize': compute_api.API.__dict__[
+            '_check_quota_for_upsize'],
+        'engine_driver': getattr(quota.QUOTAS, _ENGINE_OVERRIDE),
+    }
+    setattr(quota.QUOTAS, _ENGINE_OVERRIDE, quota_driver)
+    if hasattr(quota_driver, 'check_flavor_instances'):
+        compute_utils.check_num_instances_quota = _with_flavor_check(
+            originals['check_num_instances_quota'], quota_driver)
+    if hasattr(quota_driver, 'check_flavor_resize'):
+        compute_api.API._check_quota_for_upsize = staticmethod(
+            _with_resize_check(
+                originals['check_quota_for_upsize'].__func__, quota_driver))
+    _active.update(name=name, driver=quota_driver, originals=originals)
+    LOG.info('nova-ext: quota driver active: %(name)s (%(cls)s) in '
+             '%(binary)s pid %(pid)d',
+             {'name': name, 'cls': type(quota_driver).__name__,
+              'binary': binary or process_binary(), 'pid': os.getpid()})
+    return name
+
+
+def deactivate():
+    """Give Nova its own quota code back (tests and the sandbox)."""
+    if not _active:
+        return
+    from nova.compute import api as compute_api
+    from nova.compute import utils as compute_utils
+    from nova import quota
+
+    originals = _active['originals']
+    compute_utils.check_num_instances_quota = (
+        originals['check_num_instances_quota'])
+    compute_api.API._check_quota_for_upsize = (
+        originals['check_quota_for_upsize'])
+    setattr(quota.QUOTAS, _ENGINE_OVERRIDE, originals['engine_driver'])
+    _active.clear()
+
+
+def process_binary():
+    """Nova's service binary name for this process, as in its services
+    table: nova-api's WSGI application registers as nova-osapi_compute.
+    """
+    if 'nova.api.openstack.wsgi_app' in sys.modules:
+        return 'nova-osapi_compute'
+    return os.path.basename(sys.argv[0]) or 'python'
+
+
+def process_host(conf=CONF):
+    try:
+        return conf.host
+    except cfg.NoSuchOptError:
+        return socket.gethostname()
+
+
+def _with_flavor_check(nova_check, quota_driver):
+    @functools.wraps(nova_check)
+    def check_num_instances_quota(context, flavor, min_count, max_count,
+                                  project_id=None, user_id=None,
+                                  orig_num_req=None):
+        allowed = nova_check(context, flavor, min_count, max_count,
+                             project_id=project_id, user_id=user_id,
+                             orig_num_req=orig_num_req)
+        return quota_driver.check_flavor_instances(
+            context, flavor, min_count, allowed,
+            project_id or context.project_id, orig_num_req)
+    return check_num_instances_quota
+
+
+def _with_resize_check(nova_check, quota_driver):
+    @functools.wraps(nova_check)
+    def _check_quota_for_upsize(context, instance, current_flavor,
+                                new_flavor, is_bfv, is_revert):
+        nova_check(context, instance, current_flavor, new_flavor, is_bfv,
+                   is_revert)
+        # A revert moves the instance back into its old flavor's scope,
+        # which others may have filled meanwhile: checked the same way.
+        quota_driver.check_flavor_resize(
+            context, instance.project_id, current_flavor, new_flavor)
+    return _check_quota_for_upsize

@@ -1,0 +1,131 @@
+"""What ``nova-ext-manage db|quota ...`` does, apart from argument parsing.
+
+Every function takes the parsed nova.conf and raises :class:`CommandError`
+with a message for the operator when the input is wrong.
+"""
+
+from oslo_log import log as logging
+
+from nova_ext.quota import db
+
+LOG = logging.getLogger(__name__)
+
+UNLIMITED = -1
+
+
+class CommandError(Exception):
+    pass
+
+
+def _nova_context():
+    from nova import context as nova_context
+    from nova import objects
+    objects.register_all()
+    return nova_context.get_admin_context()
+
+
+def resolve_scope(conf, flavor=None, quota_class=None):
+    """(scope, name) for --flavor (ID or name) or --class; checked."""
+    if bool(flavor) == bool(quota_class):
+        raise CommandError('give exactly one of --flavor and --class')
+    if quota_class:
+        if quota_class not in conf.nova_ext.quota_classes:
+            raise CommandError(
+                'unknown flavor class %r: [nova_ext] quota_classes lists %s'
+                % (quota_class, ', '.join(conf.nova_ext.quota_classes)
+                   or 'none'))
+        return 'class', quota_class
+    from nova import exception
+    from nova import objects
+    ctxt = _nova_context()
+    try:
+        return 'flavor', objects.Flavor.get_by_flavor_id(ctxt, flavor).flavorid
+    except exception.FlavorNotFound:
+        pass
+    try:
+        return 'flavor', objects.Flavor.get_by_name(ctxt, flavor).flavorid
+    except exception.FlavorNotFound:
+        raise CommandError('no flavor with ID or name %r' % flavor)
+
+
+def check_project(conf, project_id):
+    """Refuse projects keystone does not know; '*' is every project."""
+    if project_id == db.DEFAULT_PROJECT:
+        return
+    from keystoneauth1 import exceptions as ks_exc
+    from keystoneauth1 import loading as ks_loading
+    from nova import utils
+    try:
+        # Nova's service credentials; keystone is asked as Nova would.
+        auth = ks_loading.load_auth_from_conf_options(conf, 'placement')
+        if auth is None:
+            raise ks_exc.MissingAuthPlugin('no auth_type in [placement]')
+        identity = utils.get_ksa_adapter(
+            'identity', ksa_auth=auth, min_version=(3, 0),
+            max_version=(3, 'latest'))
+        response = identity.get('/projects/%s' % project_id,
+                                raise_exc=False)
+    except (ks_exc.ClientException, ks_exc.MissingAuthPlugin,
+            ks_exc.EndpointNotFound) as error:
+        LOG.warning('could not ask keystone whether project %s exists '
+                    '(%s); storing the limit anyway', project_id, error)
+        return
+    if response.status_code == 404:
+        raise CommandError('keystone knows no project %r' % project_id)
+
+
+def _limits(instances, cores, ram):
+    limits = {name: value for name, value in (
+        ('instances', instances), ('cores', cores), ('ram', ram))
+        if value is not None}
+    if not limits:
+        raise CommandError('give at least one of --instances, --cores, --ram')
+    for name, value in limits.items():
+        if value < UNLIMITED:
+            raise CommandError('--%s %d: a limit is -1 (unlimited) or >= 0'
+                               % (name, value))
+    return limits
+
+
+def set_limits(conf, project_id, flavor=None, quota_class=None,
+               instances=None, cores=None, ram=None):
+    limits = _limits(instances, cores, ram)
+    scope, name = resolve_scope(conf, flavor, quota_class)
+    check_project(conf, project_id)
+    db.set_limits(conf, project_id, scope, name, limits)
+    return scope, name, limits
+
+
+def delete_limits(conf, project_id, flavor=None, quota_class=None):
+    scope, name = resolve_scope(conf, flavor, quota_class)
+    deleted = db.delete_limits(conf, project_id, scope, name)
+    if not deleted:
+        raise CommandError('no limits for project %s on %s %s'
+                           % (project_id, scope, name))
+    return deleted
+
+
+def show_limits(conf, project_id=None, flavor=None, quota_class=None):
+    scope = name = None
+    if flavor or quota_class:
+        scope, name = resolve_scope(conf, flavor, quota_class)
+    return db.list_limits(conf, project_id, scope, name)
+
+
+def usage(conf, project_id, flavor=None, quota_class=None):
+    """Rows (resource, in use, limit) for one project and scope."""
+    if project_id == db.DEFAULT_PROJECT:
+        raise CommandError('usage is counted per project: give a project ID')
+    scope, name = resolve_scope(conf, flavor, quota_class)
+    ctxt = _nova_context()
+    in_use = db.count_usage(ctxt, project_id,
+                            db.flavors_in_scope(ctxt, scope, name))
+    limits = {}
+    # Default first, then the project's own rows win.
+    for row_project in (db.DEFAULT_PROJECT, project_id):
+        for _p, _s, _n, resource, limit in db.list_limits(
+                conf, row_project, scope, name):
+            limits[resource] = limit
+    return scope, name, [(resource, in_use[resource],
+                          limits.get(resource, UNLIMITED))
+                         for resource in db.RESOURCES]

@@ -1,0 +1,108 @@
+"""Per-flavor and per-flavor-class quotas on top of Nova's DB quota driver.
+
+Enabled by ``[nova_ext] quota_driver = per_flavor``. Limits are set with
+``nova-ext-manage quota set --project P (--flavor F | --class C)
+--instances N --cores N --ram MB`` (``--project '*'``: default for every
+project) and stored in ``nova_ext_flavor_quotas``. A flavor belongs to class
+C through the extra spec ``nova_ext:quota_class=C`` (one of ``[nova_ext]
+quota_classes``). Everything else (instances, cores, ram, key pairs, server
+groups, metadata ...) is Nova's ``DbQuotaDriver`` unchanged.
+
+Usage is counted, not reserved: instances of the flavor, or of every flavor
+in the class, in the project, in each cell (one query per cell), as Nova
+counts its own quotas since Pike. Races between concurrent creates are
+settled by the recheck nova-conductor runs after creating the instances.
+"""
+
+from oslo_log import log as logging
+
+from nova import exception
+from nova import quota
+
+from nova_ext.quota import db
+
+LOG = logging.getLogger(__name__)
+
+
+def quota_class(flavor):
+    return (flavor.extra_specs or {}).get(db.QUOTA_CLASS_SPEC)
+
+
+def _label(resource, scope, name):
+    if scope == 'class':
+        return '%s of flavor class %s' % (resource, name)
+    return '%s of flavor %s' % (resource, name)
+
+
+def _need(flavor):
+    return {'instances': 1, 'cores': flavor.vcpus, 'ram': flavor.memory_mb}
+
+
+class PerFlavorQuotaDriver(quota.DbQuotaDriver):
+
+    def _scoped_usage(self, context, project_id, flavor):
+        """Yield (scope, name, limits, usage) for each limit on ``flavor``."""
+        limits = db.limits_for(db.CONF, project_id, flavor.flavorid,
+                               quota_class(flavor))
+        for (scope, name), scope_limits in sorted(limits.items()):
+            if all(limit < 0 for limit in scope_limits.values()):
+                continue
+            flavor_ids = db.flavors_in_scope(context, scope, name)
+            usage = db.count_usage(context, project_id, flavor_ids)
+            yield scope, name, scope_limits, usage, flavor_ids
+
+    def check_flavor_instances(self, context, flavor, min_count, max_count,
+                               project_id, orig_num_req=None):
+        need = _need(flavor)
+        recheck = min_count == max_count == 0
+        allowed = max_count
+        worst = None
+        for scope, name, limits, usage, _ids in self._scoped_usage(
+                context, project_id, flavor):
+            for resource, limit in sorted(limits.items()):
+                if limit < 0 or not need[resource]:
+                    continue
+                if recheck:
+                    # The new instances are already in the database.
+                    if usage[resource] > limit:
+                        requested = (orig_num_req or 0) * need[resource]
+                        self._raise(resource, scope, name, requested,
+                                    usage[resource] - requested, limit,
+                                    project_id)
+                    continue
+                fits = max(0, (limit - usage[resource]) // need[resource])
+                if fits < allowed:
+                    allowed = fits
+                    worst = (resource, scope, name, usage[resource], limit)
+        if recheck or allowed >= min_count:
+            return allowed
+        resource, scope, name, used, limit = worst
+        self._raise(resource, scope, name, max_count * need[resource], used,
+                    limit, project_id)
+
+    def check_flavor_resize(self, context, project_id, current_flavor,
+                            new_flavor):
+        new_need = _need(new_flavor)
+        current_need = _need(current_flavor)
+        for scope, name, limits, usage, flavor_ids in self._scoped_usage(
+                context, project_id, new_flavor):
+            staying_in_scope = current_flavor.id in flavor_ids
+            for resource, limit in sorted(limits.items()):
+                if limit < 0:
+                    continue
+                delta = new_need[resource]
+                if staying_in_scope:
+                    delta -= current_need[resource]
+                if delta > 0 and usage[resource] + delta > limit:
+                    self._raise(resource, scope, name, delta,
+                                usage[resource], limit, project_id)
+
+    @staticmethod
+    def _raise(resource, scope, name, requested, used, limit, project_id):
+        overs = _label(resource, scope, name)
+        LOG.info('nova-ext: project %(project)s over quota for %(overs)s: '
+                 'requested %(req)s, used %(used)s, limit %(limit)s',
+                 {'project': project_id, 'overs': overs, 'req': requested,
+                  'used': used, 'limit': limit})
+        raise exception.TooManyInstances(overs=overs, req=requested,
+                                         used=used, allowed=limit)
