@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The whole nova-ext test suite, from a fresh clone: sets up .venv (pinned by
 # constraints.txt), then lint, the sample-config check, release notes, and
-# the unit and functional tests (Nova's own services started in-process).
+# the unit and functional tests (Nova's own services started in-process) and
+# the system tests (real Nova processes against the machine's MariaDB and
+# RabbitMQ, which must be running: 127.0.0.1:3306 root, 127.0.0.1:5672 guest).
 #
 #   ./run-tests.sh                 everything (what CI runs)
-#   ./run-tests.sh unit            one tier: lint, genconfig, unit, functional
+#   ./run-tests.sh unit            one tier: lint, genconfig, releasenotes,
+#                                  unit, functional, system
 #   ./run-tests.sh functional tests.functional.test_weighers   a selection
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -49,12 +52,13 @@ case "$tier" in
     releasenotes) run_releasenotes ;;
     unit) run_stestr tests.unit "$@" ;;
     functional) run_stestr "${1:-tests.functional}" "${@:2}" ;;
+    system) run_stestr "${1:-tests.system}" "${@:2}" ;;
     all)
         run_lint
         run_genconfig
         run_releasenotes
         run_stestr tests
         ;;
-    *) echo "unknown tier: $tier (lint|genconfig|releasenotes|unit|functional|all)" >&2
+    *) echo "unknown tier: $tier (lint|genconfig|releasenotes|unit|functional|system|all)" >&2
        exit 2 ;;
 esac

@@ -222,7 +222,10 @@ def run(args, placement, trait, out=sys.stdout):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    import oslo_messaging
+
     import nova.conf
+    from nova import config
     from nova import utils
 
     from nova_ext import conf as ext_conf
@@ -230,13 +233,16 @@ def main(argv=None):
     conf = nova.conf.CONF
     ext_conf.register_opts(conf)
     try:
-        conf([], project='nova',
-             default_config_files=args.config_file or None)
+        # As nova-manage does: registers messaging options (cells carry
+        # transport URLs) and points Nova's database layer at nova.conf.
+        config_args = ['nova-ext-manage']
+        for path in args.config_file:
+            config_args += ['--config-file', path]
+        config.parse_args(config_args, init_rpc=False,
+                          configure_db=args.category in ('db', 'quota'))
+        # Registers [DEFAULT] transport_url, which cell mappings refer to.
+        oslo_messaging.TransportURL.parse(conf)
         if args.category in ('db', 'quota'):
-            from nova.db.api import api as api_db
-            from nova.db.main import api as main_db
-            api_db.configure(conf)
-            main_db.configure(conf)
             return run_quota(args, conf)
         placement = utils.get_ksa_adapter('placement')
         return run(args, placement, conf.nova_ext.maintenance_trait)

@@ -1,0 +1,169 @@
+"""Real Nova processes on loopback, against this machine's MariaDB and
+RabbitMQ, for tests that must see what a separate nova-api or
+nova-conductor does with nova.conf.
+
+Each run creates uniquely named databases and a RabbitMQ vhost-free
+transport (the default vhost, unique topics are not needed: nothing is
+scheduled), and drops the databases afterwards.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import fixtures
+import pymysql
+
+MARIADB = ('127.0.0.1', 3306)
+RABBITMQ = ('127.0.0.1', 5672)
+BIN = os.path.dirname(sys.executable)
+
+
+def require_services():
+    """Fail loudly (not skip) when MariaDB or RabbitMQ is down."""
+    for name, address, start in (
+            ('MariaDB', MARIADB, 'start-stop-daemon --start --oknodo '
+                                 '--background --exec /usr/sbin/mariadbd'),
+            ('RabbitMQ', RABBITMQ, 'rabbitmq-server -detached')):
+        try:
+            socket.create_connection(address, timeout=3).close()
+        except OSError as error:
+            raise RuntimeError('%s is not reachable on %s:%d (%s); start it '
+                               'with: %s' % (name, address[0], address[1],
+                                             error, start))
+
+
+class Databases(fixtures.Fixture):
+    """Fresh MariaDB databases named nxt_<run>_<name>; dropped on cleanup."""
+
+    def __init__(self, *names):
+        super().__init__()
+        self.names = names
+
+    def _setUp(self):
+        run = uuid.uuid4().hex[:8]
+        self.databases = {n: 'nxt_%s_%s' % (run, n) for n in self.names}
+        with self._connect() as connection:
+            for database in self.databases.values():
+                connection.cursor().execute('CREATE DATABASE %s' % database)
+        self.addCleanup(self._drop)
+
+    def _drop(self):
+        with self._connect() as connection:
+            for database in self.databases.values():
+                connection.cursor().execute(
+                    'DROP DATABASE IF EXISTS %s' % database)
+
+    @staticmethod
+    def _connect():
+        return pymysql.connect(host=MARIADB[0], port=MARIADB[1],
+                               user='root', autocommit=True)
+
+    def url(self, name, plugin=True):
+        return 'mysql+pymysql://root@%s:%d/%s%s' % (
+            MARIADB[0], MARIADB[1], self.databases[name],
+            '?plugin=nova_ext' if plugin else '')
+
+
+def run(*argv, env=None):
+    """Run a console script of this venv; return its output or fail."""
+    result = subprocess.run((os.path.join(BIN, argv[0]),) + argv[1:],
+                            capture_output=True, text=True, env=env,
+                            timeout=300)
+    if result.returncode:
+        raise AssertionError('%s exited %d:\n%s\n%s' % (
+            ' '.join(argv), result.returncode, result.stdout,
+            result.stderr[-3000:]))
+    return result.stdout
+
+
+class Process(fixtures.Fixture):
+    """A long-running process, stopped on cleanup; its log file kept."""
+
+    def __init__(self, argv, log_path, env=None):
+        super().__init__()
+        self.argv, self.log_path, self.env = argv, log_path, env
+
+    def _setUp(self):
+        self.output = open(self.log_path + '.out', 'w')
+        self.process = subprocess.Popen(
+            self.argv, stdout=self.output, stderr=subprocess.STDOUT,
+            env=self.env, start_new_session=True)
+        self.addCleanup(self._stop)
+
+    def _stop(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, 15)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
+                self.process.wait()
+        self.output.close()
+
+    def log(self):
+        text = ''
+        for path in (self.log_path, self.log_path + '.out'):
+            if os.path.exists(path):
+                with open(path) as f:
+                    text += f.read()
+        return text
+
+    def wait_for_log(self, needle, timeout=90):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log()
+            if needle in text:
+                return text
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.5)
+        raise AssertionError('%r not logged by %s within %ds (exit code '
+                             '%s); log:\n%s' % (
+                                 needle, ' '.join(self.argv[:2]), timeout,
+                                 self.process.poll(), self.log()[-4000:]))
+
+
+def http_get(url, timeout=60):
+    """GET ``url`` once the server listens; return the HTTP status."""
+    import urllib.error
+    import urllib.request
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return response.status
+        except urllib.error.URLError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def api_paste_ini():
+    return os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini')
+
+
+def copy_api_paste(config_dir):
+    shutil.copy(api_paste_ini(), os.path.join(config_dir, 'api-paste.ini'))
+
+
+# nova-api under a WSGI server: Nova's own application object, served by
+# the standard library (uWSGI or mod_wsgi in production).
+# Nova parses sys.argv as its own command line: the port comes by env.
+WSGI_SERVER = """
+import os
+from wsgiref import simple_server
+from nova.wsgi.osapi_compute import application
+simple_server.make_server('127.0.0.1', int(os.environ['WSGI_PORT']),
+                          application).serve_forever()
+"""

@@ -1,0 +1,147 @@
+"""The quota driver activates in real nova-api and nova-conductor processes.
+
+Given MariaDB databases synced by ``nova-manage`` and ``nova-ext-manage db
+sync`` and a nova.conf whose database URLs carry ``?plugin=nova_ext``,
+when nova-conductor and nova-api (Nova's WSGI application) start, then each
+logs ``nova-ext: quota driver active`` before serving anything, records it,
+and ``nova-ext-manage quota check`` finds them consistent; a conductor
+started without the plugin is reported by the check and by the next
+process that activates.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import fixtures
+import testtools
+
+from tests.system import processes
+
+ACTIVE = 'nova-ext: quota driver active: per_flavor'
+
+
+def nova_conf(dbs, host, state_dir, plugin=True, quota_driver=True):
+    return '\n'.join([
+        '[DEFAULT]',
+        'transport_url = rabbit://guest:guest@127.0.0.1:5672/',
+        'host = %s' % host,
+        'graceful_shutdown_timeout = 5',
+        '[placement]',
+        '# Nothing is scheduled; nova-conductor only needs a client.',
+        'auth_type = none',
+        'endpoint_override = http://127.0.0.1:9/placement',
+        '[api_database]',
+        'connection = %s' % dbs.url('api', plugin),
+        '[database]',
+        'connection = %s' % dbs.url('cell1', plugin),
+        '[conductor]',
+        'workers = 1',
+        '[api]',
+        'auth_strategy = noauth2',
+        '[nova_ext]',
+        'quota_driver = per_flavor' if quota_driver else '',
+        '[oslo_concurrency]',
+        'lock_path = %s' % state_dir,
+    ]) + '\n'
+
+
+class QuotaActivationTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        processes.require_services()
+        self.dbs = self.useFixture(processes.Databases('api', 'cell1'))
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.conf = self.write_conf('nova.conf', 'sys-a')
+        processes.run('nova-manage', '--config-file', self.conf,
+                      'api_db', 'sync')
+        processes.run('nova-manage', '--config-file', self.conf,
+                      'db', 'sync', '--local_cell')
+        processes.run('nova-manage', '--config-file', self.conf,
+                      'cell_v2', 'create_cell', '--name', 'cell1')
+        processes.run('nova-ext-manage', '--config-file', self.conf,
+                      'db', 'sync')
+
+    def write_conf(self, name, host, plugin=True, quota_driver=True,
+                   directory=None):
+        path = os.path.join(directory or self.dir, name)
+        with open(path, 'w') as f:
+            f.write(nova_conf(self.dbs, host, self.dir, plugin=plugin,
+                              quota_driver=quota_driver))
+        return path
+
+    def start_conductor(self, conf, log_name):
+        return self.useFixture(processes.Process(
+            [os.path.join(processes.BIN, 'nova-conductor'),
+             '--config-file', conf, '--log-file',
+             os.path.join(self.dir, log_name)],
+            os.path.join(self.dir, log_name)))
+
+    def start_api(self):
+        config_dir = os.path.join(self.dir, 'api')
+        os.mkdir(config_dir)
+        processes.copy_api_paste(config_dir)
+        conf = self.write_conf('nova.conf', 'sys-a', directory=config_dir)
+        with open(conf, 'a') as f:
+            f.write('[DEFAULT]\nlog_file = %s\n'
+                    % os.path.join(self.dir, 'api.log'))
+        port = processes.free_port()
+        env = dict(os.environ, OS_NOVA_CONFIG_DIR=config_dir,
+                   WSGI_PORT=str(port))
+        api = self.useFixture(processes.Process(
+            [sys.executable, '-c', processes.WSGI_SERVER],
+            os.path.join(self.dir, 'api.log'), env=env))
+        return api, 'http://127.0.0.1:%d/' % port
+
+    def quota_check(self):
+        result = subprocess.run(
+            [os.path.join(processes.BIN, 'nova-ext-manage'),
+             '--config-file', self.conf, 'quota', 'check'],
+            capture_output=True, text=True, timeout=120)
+        return result.returncode, result.stdout + result.stderr
+
+    def test_api_and_conductor_activate_and_agree(self):
+        conductor = self.start_conductor(self.conf, 'conductor.log')
+        log = conductor.wait_for_log(ACTIVE)
+        self.assertIn('in nova-conductor pid %d' % conductor.process.pid,
+                      log)
+
+        api, url = self.start_api()
+        log = api.wait_for_log(ACTIVE)
+        self.assertIn('in nova-osapi_compute', log)
+        self.assertEqual(200, processes.http_get(url))  # the API serves
+
+        # Activations are recorded from a background thread.
+        for _attempt in range(20):
+            rc, report = self.quota_check()
+            if rc == 0 or 'nova-ext-manage:' in report:
+                break
+            time.sleep(1)
+        self.assertEqual(0, rc, report)
+        self.assertRegex(report, r'nova-conductor\s*\|\s*sys-a\s*\|\s*'
+                                 r'per_flavor')
+        self.assertRegex(report, r'nova-osapi_compute\s*\|\s*sys-a\s*\|\s*'
+                                 r'per_flavor')
+
+        # A second conductor whose nova.conf names no quota driver. (It
+        # would load the plugin anyway: the cell mapping's database URL,
+        # written by "nova-manage cell_v2 create_cell" from [database],
+        # carries ?plugin=nova_ext too.)
+        plain = self.write_conf('plain.conf', 'sys-b', plugin=False,
+                                quota_driver=False)
+        other = self.start_conductor(plain, 'plain.log')
+        other.wait_for_log('Starting conductor node')
+        self.assertNotIn('quota driver active', other.log())
+        rc, report = self.quota_check()
+        self.assertEqual(1, rc, report)
+        self.assertRegex(report, r'nova-conductor\s*\|\s*sys-b\s*\|\s*-\s*'
+                                 r'\|\s*never\s*\|\s*MISMATCH')
+
+        # The next process that activates says so in its log at start.
+        restarted = self.start_conductor(
+            self.write_conf('c.conf', 'sys-c'),
+            'conductor-c.log')
+        restarted.wait_for_log(
+            'nova-conductor on sys-b has not activated nova-ext')
