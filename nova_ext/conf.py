@@ -174,6 +174,17 @@ activated when the process opens its database through a connection URL
 carrying ``?plugin=nova_ext`` (``[api_database] connection``); see the quota
 documentation. Requires ``[quota] driver = nova.quota.DbQuotaDriver``.
 """),
+    cfg.IntOpt(
+        'quota_flavor_cache_seconds',
+        default=30,
+        min=0,
+        help="""
+How long nova-api and nova-conductor remember which flavors belong to a
+flavor class (extra spec ``nova_ext:quota_class``) before asking the API
+database again. A flavor moved into or out of a class is counted accordingly
+after at most this long. 0 asks on every limited create. Limits themselves
+are always read fresh.
+"""),
     cfg.ListOpt(
         'quota_classes',
         default=[],

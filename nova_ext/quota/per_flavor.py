@@ -19,12 +19,18 @@ from oslo_log import log as logging
 from nova import exception
 from nova import quota
 
+from nova_ext import cache
 from nova_ext.quota import db
 
 LOG = logging.getLogger(__name__)
 
+# (scope, name) -> internal ids of the flavors in it.
+flavors_in_scope = cache.TTLLookup('quota_flavor_cache_seconds')
+
 
 def quota_class(flavor):
+    if 'extra_specs' not in flavor:  # an object built without them
+        return None
     return (flavor.extra_specs or {}).get(db.QUOTA_CLASS_SPEC)
 
 
@@ -47,7 +53,9 @@ class PerFlavorQuotaDriver(quota.DbQuotaDriver):
         for (scope, name), scope_limits in sorted(limits.items()):
             if all(limit < 0 for limit in scope_limits.values()):
                 continue
-            flavor_ids = db.flavors_in_scope(context, scope, name)
+            flavor_ids = flavors_in_scope.get(
+                (scope, name),
+                lambda key: db.flavors_in_scope(context, *key))
             usage = db.count_usage(context, project_id, flavor_ids)
             yield scope, name, scope_limits, usage, flavor_ids
 

@@ -23,6 +23,7 @@ from nova_ext import activation
 from nova_ext import conf as ext_conf
 from nova_ext import quota
 from nova_ext.quota import db as quota_db
+from nova_ext.quota import per_flavor
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler.request_filters import host_class
 from nova_ext.scheduler.weights import image_locality
@@ -107,6 +108,7 @@ class EmbeddedNova(test.TestCase,
             'nova_ext.scheduler.request_filters.maintenance._traits_created',
             set()))
         for lookup in (failure_domains.domains_by_level,
+                       per_flavor.flavors_in_scope,
                        image_locality.hosts_by_image,
                        host_class.image_classes):
             lookup.clear()

@@ -23,8 +23,8 @@ import typing as ty
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_ext import cache
 from nova_ext import conf as ext_conf
-from nova_ext.scheduler import cache
 
 CONF = cfg.CONF
 ext_conf.register_opts(CONF)

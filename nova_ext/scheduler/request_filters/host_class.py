@@ -22,7 +22,7 @@ from nova.image import glance
 from nova import objects
 from nova.scheduler import request_filter
 
-from nova_ext.scheduler import cache
+from nova_ext import cache
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)

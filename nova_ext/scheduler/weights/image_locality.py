@@ -21,7 +21,7 @@ from nova import context as nova_context
 from nova.db.main import api as main_db
 from nova.db.main import models
 
-from nova_ext.scheduler import cache
+from nova_ext import cache
 from nova_ext.scheduler import weights
 
 LOG = logging.getLogger(__name__)

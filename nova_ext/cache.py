@@ -1,4 +1,4 @@
-"""Short-lived memory of what scheduler plugins look up in databases.
+"""Short-lived memory of what plugins look up in databases.
 
 nova-scheduler answers many requests a second; a plugin that needs a
 database answer per request (which hosts run an image, which rack a host

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Quota check latency and SQL statements: Nova's DbQuotaDriver alone vs.
+the per_flavor driver, with 1k, 10k and 100k instances in MariaDB.
+
+Method
+------
+Creates two MariaDB databases (Nova API and one cell; 127.0.0.1:3306, root,
+dropped at the end), builds Nova's schema with Nova's own migrations and
+nova-ext's with ``nova-ext-manage db sync``'s code, maps the cell, and
+creates two flavors: ``gpu.small`` (``nova_ext:quota_class=gpu``) and
+``m1.small``. Then, for each size N, it inserts N instances of one project
+(10 % gpu.small) into the cell database and times Nova's own instance quota
+check, ``nova.compute.utils.check_num_instances_quota(ctxt, flavor, 1, 1)``
+(what nova-api runs for every create, and nova-conductor rechecks), for a
+gpu.small request:
+
+* **nova**: Nova's code as shipped ([quota] driver = DbQuotaDriver);
+* **per_flavor**: the same call with ``[nova_ext] quota_driver =
+  per_flavor`` active and a class limit on gpu (high enough to pass).
+
+SQL statements are counted with a SQLAlchemy ``before_cursor_execute``
+listener on every engine; the last column counts them for ``m1.small``,
+which no per-flavor limit covers. Median of R calls after 3 warm-ups.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+
+SIZES = (1000, 10000, 100000)
+PROJECT = 'bench-project'
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--sizes', type=lambda s: [int(x) for x in
+                                                   s.split(',')],
+                        default=list(SIZES))
+    parser.add_argument('--repeat', type=int, default=30)
+    args = parser.parse_args(argv)
+    warnings.simplefilter('ignore')
+
+    import pymysql
+    run = uuid.uuid4().hex[:8]
+    names = {'api': 'nxt_bench_%s_api' % run,
+             'cell1': 'nxt_bench_%s_cell1' % run}
+    admin = pymysql.connect(host='127.0.0.1', user='root', autocommit=True)
+    for name in names.values():
+        admin.cursor().execute('CREATE DATABASE %s' % name)
+    try:
+        return measure(args, names)
+    finally:
+        for name in names.values():
+            admin.cursor().execute('DROP DATABASE IF EXISTS %s' % name)
+
+
+def measure(args, names):
+    url = 'mysql+pymysql://root@127.0.0.1/%s'
+    conf_path = os.path.join(tempfile.mkdtemp(), 'nova.conf')
+    with open(conf_path, 'w') as f:
+        f.write('[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1/'
+                '\n[api_database]\nconnection = %s\n[database]\n'
+                'connection = %s\n[nova_ext]\nquota_classes = gpu\n'
+                % (url % names['api'], url % names['cell1']))
+
+    from sqlalchemy.engine import Engine
+    from sqlalchemy import event
+
+    from nova.compute import utils as compute_utils
+    import nova.conf
+    from nova import config
+    from nova import context as nova_context
+    from nova.db.main import models
+    from nova.db import migration
+    from nova import objects
+
+    from nova_ext import activation
+    from nova_ext import conf as ext_conf
+    from nova_ext import quota
+    from nova_ext.quota import db as quota_db
+
+    conf = nova.conf.CONF
+    ext_conf.register_opts(conf)
+    # RabbitMQ is only used for the notifications flavor creation sends.
+    config.parse_args(['benchmark', '--config-file', conf_path])
+    objects.register_all()
+    print('schemas: nova api, nova cell, nova-ext ...', file=sys.stderr)
+    migration.db_sync(database='api')
+    migration.db_sync(database='main')
+    quota_db.sync(conf)
+
+    ctxt = nova_context.get_admin_context()
+    objects.CellMapping(ctxt, uuid=uuid.uuid4().hex, name='cell1',
+                        transport_url='none:///',
+                        database_connection=url % names['cell1']).create()
+    gpu = objects.Flavor(ctxt, name='gpu.small', flavorid='gpu.small',
+                         vcpus=2, memory_mb=2048, root_gb=10,
+                         extra_specs={'nova_ext:quota_class': 'gpu'})
+    gpu.create()
+    general = objects.Flavor(ctxt, name='m1.small', flavorid='m1.small',
+                             vcpus=1, memory_mb=1024, root_gb=10)
+    general.create()
+    gpu = objects.Flavor.get_by_flavor_id(ctxt, 'gpu.small')
+    general = objects.Flavor.get_by_flavor_id(ctxt, 'm1.small')
+    quota_db.set_limits(conf, PROJECT, 'class', 'gpu',
+                        {'instances': 10 ** 7})
+    conf.set_override('instances', -1, group='quota')
+    conf.set_override('cores', -1, group='quota')
+    conf.set_override('ram', -1, group='quota')
+
+    statements = []
+    event.listen(Engine, 'before_cursor_execute',
+                 lambda *a, **k: statements.append(1))
+    user_ctxt = nova_context.RequestContext('bench-user', PROJECT)
+
+    def timed(flavor):
+        times, counts = [], []
+        for i in range(args.repeat + 3):
+            del statements[:]
+            start = time.perf_counter()
+            compute_utils.check_num_instances_quota(user_ctxt, flavor, 1, 1)
+            elapsed = (time.perf_counter() - start) * 1000.0
+            if i >= 3:
+                times.append(elapsed)
+                counts.append(len(statements))
+        return statistics.median(times), statistics.median(counts)
+
+    from nova.db.main import api as main_db
+    engine = main_db.get_engine()
+    inserted = 0
+    row = '%9s %9s %14s %6s %9s %15s %19s'
+    print(row % ('instances', 'nova ms', 'per_flavor ms', 'ratio',
+                 'nova SQL', 'per_flavor SQL', 'unlimited flavor SQL'))
+    for size in args.sizes:
+        with engine.begin() as connection:
+            batch = []
+            for i in range(inserted, size):
+                flavor = gpu if i % 10 == 0 else general
+                batch.append({
+                    'uuid': str(uuid.uuid4()), 'project_id': PROJECT,
+                    'user_id': 'bench-user', 'vcpus': flavor.vcpus,
+                    'memory_mb': flavor.memory_mb,
+                    'instance_type_id': flavor.id, 'deleted': 0,
+                    'vm_state': 'active', 'hidden': False})
+                if len(batch) == 5000:
+                    connection.execute(models.Instance.__table__.insert(),
+                                       batch)
+                    batch = []
+            if batch:
+                connection.execute(models.Instance.__table__.insert(), batch)
+        inserted = size
+
+        quota.deactivate()
+        nova_ms, nova_sql = timed(gpu)
+        conf.set_override('quota_driver', 'per_flavor', group='nova_ext')
+        activation.activate_process(conf, binary='benchmark')
+        ext_ms, ext_sql = timed(gpu)
+        _ms, unlimited_sql = timed(general)
+        conf.clear_override('quota_driver', group='nova_ext')
+        quota.deactivate()
+        print(row % (size, '%.2f' % nova_ms, '%.2f' % ext_ms,
+                     '%.2f' % (ext_ms / nova_ms), nova_sql, ext_sql,
+                     unlimited_sql), flush=True)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
