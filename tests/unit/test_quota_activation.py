@@ -1,0 +1,59 @@
+"""Activation of the quota driver: idempotent, refused next to a non-DB
+Nova quota driver, undone by deactivate, never raising into Nova.
+"""
+
+from nova.compute import api as compute_api
+from nova.compute import utils as compute_utils
+from nova import quota as nova_quota
+from nova import test
+
+from nova_ext import activation
+from nova_ext import quota
+from nova_ext.quota import per_flavor
+
+
+class QuotaActivationTest(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        quota.deactivate()
+        self.addCleanup(quota.deactivate)
+        self.nova_check = compute_utils.check_num_instances_quota
+        self.nova_upsize = compute_api.API.__dict__['_check_quota_for_upsize']
+
+    def test_nothing_configured_nothing_changed(self):
+        self.assertIsNone(quota.activate())
+        self.assertIs(self.nova_check, compute_utils.check_num_instances_quota)
+
+    def test_activate_twice_wraps_once_and_deactivate_restores(self):
+        self.flags(quota_driver='per_flavor', group='nova_ext')
+        self.assertEqual('per_flavor', quota.activate(binary='nova-api'))
+        wrapped = compute_utils.check_num_instances_quota
+        self.assertEqual('per_flavor', quota.activate(binary='nova-api'))
+        self.assertIs(wrapped, compute_utils.check_num_instances_quota)
+        self.assertIs(self.nova_check, wrapped.__wrapped__)
+        self.assertIsInstance(nova_quota.QUOTAS._driver,
+                              per_flavor.PerFlavorQuotaDriver)
+
+        quota.deactivate()
+        self.assertIs(self.nova_check, compute_utils.check_num_instances_quota)
+        self.assertIs(self.nova_upsize,
+                      compute_api.API.__dict__['_check_quota_for_upsize'])
+        self.assertNotIsInstance(nova_quota.QUOTAS._driver,
+                                 per_flavor.PerFlavorQuotaDriver)
+
+    def test_refused_next_to_another_nova_quota_driver(self):
+        self.flags(quota_driver='per_flavor', group='nova_ext')
+        self.flags(driver='nova.quota.NoopQuotaDriver', group='quota')
+        self.assertRaises(quota.ActivationError, quota.activate)
+        # What a Nova process sees: an ERROR line, Nova's own code intact.
+        self.assertIsNone(activation.activate_process(binary='nova-api'))
+        self.assertIn('quota driver per_flavor NOT activated',
+                      self.stdlog.logger.output)
+        self.assertIs(self.nova_check, compute_utils.check_num_instances_quota)
+
+    def test_unknown_driver_name_is_logged_not_raised(self):
+        self.flags(quota_driver='no-such-driver', group='nova_ext')
+        self.assertIsNone(activation.activate_process(binary='nova-api'))
+        self.assertIn('quota driver no-such-driver NOT activated',
+                      self.stdlog.logger.output)
