@@ -224,8 +224,9 @@ def count_usage(context, project_id, flavor_ids):
     """Instances, cores and RAM of ``flavor_ids`` in ``project_id``.
 
     One indexed query per cell (instances_project_id_deleted_idx), counted
-    the way Nova counts its own instances/cores/ram: not deleted, not
-    soft-deleted, not the hidden copy of a cross-cell resize.
+    the way Nova counts its own instances/cores/ram (not deleted, not
+    soft-deleted, not the hidden copy of a cross-cell resize), except that
+    instances in ERROR without a host are not counted.
     """
     from nova.compute import vm_states
     from nova import context as nova_context
@@ -249,7 +250,12 @@ def count_usage(context, project_id, flavor_ids):
                     sa.or_(instance.vm_state != vm_states.SOFT_DELETED,
                            instance.vm_state == sql.null()),
                     sa.or_(instance.hidden == sql.false(),
-                           instance.hidden == sql.null())).first()
+                           instance.hidden == sql.null()),
+                    # Never reached a host (e.g. lost the conductor's
+                    # recheck): holds no hardware. Counting them would let
+                    # one burst of racing creates lock the class for good.
+                    sa.not_(sa.and_(instance.vm_state == vm_states.ERROR,
+                                    instance.host == sql.null()))).first()
 
     # The cells Nova itself counts for instances quota.
     from nova import objects
