@@ -121,9 +121,12 @@ def process_binary():
     """Nova's service binary name for this process, as in its services
     table: nova-api's WSGI application registers as nova-osapi_compute.
     """
+    program = os.path.basename(sys.argv[0]) if sys.argv else ''
+    if program.startswith('nova-') and not program.startswith('nova-api'):
+        return program  # nova-conductor, nova-scheduler, nova-manage ...
     if 'nova.api.openstack.wsgi_app' in sys.modules:
         return 'nova-osapi_compute'
-    return os.path.basename(sys.argv[0]) or 'python'
+    return program or 'python'
 
 
 def process_host(conf=CONF):

@@ -70,8 +70,23 @@ def check_project(conf, project_id):
         LOG.warning('could not ask keystone whether project %s exists '
                     '(%s); storing the limit anyway', project_id, error)
         return
-    if response.status_code == 404:
+    if response.status_code == 404 and _is_keystone_project_not_found(
+            response):
         raise CommandError('keystone knows no project %r' % project_id)
+    if response.status_code != 200:
+        LOG.warning('could not verify project %s with keystone (HTTP %s '
+                    'from %s); storing the limit anyway', project_id,
+                    response.status_code, response.url)
+
+
+def _is_keystone_project_not_found(response):
+    # A 404 from something that is not keystone (an endpoint override
+    # pointing elsewhere) proves nothing about the project.
+    try:
+        message = response.json()['error']['message']
+    except (ValueError, KeyError, TypeError):
+        return False
+    return 'could not find project' in message.lower()
 
 
 def _limits(instances, cores, ram):

@@ -153,8 +153,19 @@ def api_paste_ini():
     return os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini')
 
 
-def copy_api_paste(config_dir):
-    shutil.copy(api_paste_ini(), os.path.join(config_dir, 'api-paste.ini'))
+def copy_api_paste(config_dir, trust_identity_headers=False):
+    """Nova's api-paste.ini; optionally without keystonemiddleware, so the
+    caller's X-User-Id/X-Project-Id/X-Roles headers are taken as keystone
+    would have set them (Nova 34 has no noauth pipeline any more).
+    """
+    target = os.path.join(config_dir, 'api-paste.ini')
+    shutil.copy(api_paste_ini(), target)
+    if trust_identity_headers:
+        with open(target) as f:
+            text = f.read()
+        with open(target, 'w') as f:
+            f.write(text.replace(' authtoken keystonecontext',
+                                 ' keystonecontext'))
 
 
 # nova-api under a WSGI server: Nova's own application object, served by

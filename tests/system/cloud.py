@@ -1,0 +1,182 @@
+"""A multi-process Nova on loopback: placement, nova-api, nova-conductor,
+nova-scheduler and two nova-compute processes (fake driver), over this
+machine's MariaDB and RabbitMQ, each a separate process started through
+:mod:`tests.system.launch`.
+
+There is no keystone: nova-api's paste pipeline skips keystonemiddleware
+and takes the identity headers keystone would set (X-User-Id, X-Project-Id,
+X-Roles) from the caller; :meth:`LoopbackNova.request` sends them for a
+``user:project`` pair (user ``admin`` gets the admin role). Services talk to
+placement with a static admin token (placement's ``noauth2``).
+"""
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import fixtures
+
+from tests.system import processes
+
+IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'  # Nova's GlanceFixture image1
+MICROVERSION = '2.95'
+
+
+class LoopbackNova(fixtures.Fixture):
+
+    COMPUTES = ('cmp1', 'cmp2')
+
+    def __init__(self, nova_ext_conf=''):
+        super().__init__()
+        self.nova_ext_conf = nova_ext_conf
+
+    def _setUp(self):
+        processes.require_services()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        try:
+            self._start_cloud()
+        except Exception as error:
+            raise AssertionError('the loopback cloud did not start: %s\n%s'
+                                 % (error, self.logs()))
+
+    def _start_cloud(self):
+        self.dbs = self.useFixture(processes.Databases(
+            'api', 'cell0', 'cell1', 'placement'))
+        self.placement_port = processes.free_port()
+        self.api_port = processes.free_port()
+        self.conf = self._write('nova.conf', self._nova_conf(db=True))
+        self._write('placement.conf', '\n'.join([
+            '[placement_database]',
+            'connection = %s' % self.dbs.url('placement', plugin=False),
+            '[api]', 'auth_strategy = noauth2', '']))
+        self._sync()
+        self.placement = self._start('placement-api', 'placement.log', env={
+            'OS_PLACEMENT_CONFIG_DIR': self.dir,
+            'PORT': str(self.placement_port)})
+        processes.http_get('http://127.0.0.1:%d/' % self.placement_port)
+        self.conductor = self._start('nova-conductor', 'conductor.log',
+                                     '--config-file', self.conf)
+        self.scheduler = self._start('nova-scheduler', 'scheduler.log',
+                                     '--config-file', self.conf)
+        for host in self.COMPUTES:
+            conf = self._write('%s.conf' % host, self._nova_conf(
+                db=False, host=host))
+            self._start('nova-compute', '%s.log' % host, '--config-file',
+                        conf)
+        api_dir = os.path.join(self.dir, 'api')
+        os.mkdir(api_dir)
+        processes.copy_api_paste(api_dir, trust_identity_headers=True)
+        self._write('api/nova.conf', self._nova_conf(db=True) + (
+            '[DEFAULT]\nlog_file = %s\n' % os.path.join(self.dir,
+                                                        'api.log')))
+        self.api = self._start('nova-api', 'api.log', env={
+            'OS_NOVA_CONFIG_DIR': api_dir, 'PORT': str(self.api_port)})
+        processes.http_get('http://127.0.0.1:%d/' % self.api_port)
+        self._discover_computes()
+
+    def _nova_conf(self, db, host='ctl'):
+        os.makedirs(os.path.join(self.dir, 'state-' + host), exist_ok=True)
+        lines = [
+            '[DEFAULT]',
+            'transport_url = rabbit://guest:guest@127.0.0.1:5672/',
+            'host = %s' % host,
+            'compute_driver = fake.FakeDriverWithoutFakeNodes',
+            'state_path = %s' % os.path.join(self.dir, 'state-' + host),
+            'graceful_shutdown_timeout = 5',
+            'vif_plugging_timeout = 0',
+            '[placement]',
+            'auth_type = admin_token',
+            'endpoint = http://127.0.0.1:%d' % self.placement_port,
+            'token = admin',
+            '[conductor]', 'workers = 1',
+            '[scheduler]', 'workers = 1',
+            '[oslo_concurrency]', 'lock_path = %s' % self.dir,
+        ]
+        if db:
+            lines += [
+                '[api_database]',
+                'connection = %s' % self.dbs.url('api'),
+                '[database]',
+                'connection = %s' % self.dbs.url('cell1'),
+            ]
+        return '\n'.join(lines) + '\n' + self.nova_ext_conf + '\n'
+
+    def _write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def _sync(self):
+        conf = ('--config-file', self.conf)
+        processes.run('nova-manage', *conf, 'api_db', 'sync')
+        processes.run('nova-manage', *conf, 'cell_v2', 'map_cell0',
+                      '--database_connection', self.dbs.url('cell0'))
+        processes.run('nova-manage', *conf, 'cell_v2', 'create_cell',
+                      '--name', 'cell1')
+        processes.run('nova-manage', *conf, 'db', 'sync')
+        processes.run('placement-manage', '--config-file',
+                      os.path.join(self.dir, 'placement.conf'), 'db', 'sync')
+        processes.run('nova-ext-manage', *conf, 'db', 'sync')
+
+    def _start(self, service, log_name, *args, env=None):
+        log = os.path.join(self.dir, log_name)
+        argv = [sys.executable, '-m', 'tests.system.launch', service]
+        argv += list(args)
+        if service.startswith('nova-') and service != 'nova-api':
+            argv += ['--log-file', log]
+        return self.useFixture(processes.Process(
+            argv, log, env=dict(os.environ, PYTHONPATH=_repo_root(),
+                                **(env or {}))))
+
+    def _discover_computes(self, timeout=120):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            processes.run('nova-manage', '--config-file', self.conf,
+                          'cell_v2', 'discover_hosts')
+            hypervisors = self.request('GET', '/os-hypervisors')[1]
+            if len(hypervisors.get('hypervisors', [])) >= len(
+                    self.COMPUTES):
+                return
+            time.sleep(2)
+        raise AssertionError('computes did not register within %ds'
+                             % timeout)
+
+    def request(self, method, path, body=None, token='admin:admin'):
+        """One call to nova-api; returns (HTTP status, decoded body)."""
+        user, project = token.split(':')
+        request = urllib.request.Request(
+            'http://127.0.0.1:%d/v2.1%s' % (self.api_port, path),
+            method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={'X-User-Id': user, 'X-Project-Id': project,
+                     'X-Roles': ('admin,member,reader' if user == 'admin'
+                                 else 'member,reader'),
+                     'Content-Type': 'application/json',
+                     'OpenStack-API-Version': 'compute ' + MICROVERSION})
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                data = response.read()
+                return response.status, json.loads(data) if data else {}
+        except urllib.error.HTTPError as error:
+            data = error.read()
+            try:
+                return error.code, json.loads(data)
+            except ValueError:
+                return error.code, {'raw': data.decode(errors='replace')}
+
+    def logs(self):
+        text = []
+        for name in sorted(os.listdir(self.dir)):
+            if name.endswith('.log') or name.endswith('.out'):
+                with open(os.path.join(self.dir, name)) as f:
+                    text.append('==> %s <==\n%s' % (name, f.read()[-3000:]))
+        return '\n'.join(text)
+
+
+def _repo_root():
+    return os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
