@@ -160,7 +160,8 @@ def build_parser():
     simulate.add_argument(
         '--conf', action='append', default=[], metavar='FILE',
         help='nova.conf fragment to compare, applied on top of Nova\'s '
-             'defaults; repeat it (default: the built-in %s)'
+             'defaults, or the name of a built-in one; repeat it (default: '
+             'the built-in %s)'
         % ', '.join(DEFAULT_SIMULATE_CONFS))
     simulate.add_argument('--seed', type=int,
                           help="the workload's random seed (default: the "
@@ -206,10 +207,9 @@ def run_simulate(args, out=sys.stdout, err=sys.stderr):
         for name in DEFAULT_SIMULATE_CONFS]
     configs = []
     for path in confs:
-        path = example(path)
-        if not os.path.exists(path):
-            builtin = os.path.join(model.EXAMPLES, 'conf', path + '.conf')
-            path = builtin if os.path.exists(builtin) else path
+        builtin = os.path.join(model.EXAMPLES, 'conf', path + '.conf')
+        if not os.path.exists(path) and os.path.exists(builtin):
+            path = builtin
         name = os.path.splitext(os.path.basename(path))[0]
         configs.append((name, path))
     try:
