@@ -58,6 +58,11 @@ HEARTBEAT_SECONDS = 20.0
 UTILISATION_SAMPLES = 200
 
 
+def image_id(name):
+    """The glance id of the model's image ``name``."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, 'image-' + name))
+
+
 class ConfigError(ValueError):
     """A nova.conf fragment the simulator cannot apply."""
 
@@ -434,7 +439,8 @@ class Simulation:
             states[i].instances.pop(instance_uuids[index], None)
             image_instances[(i, arrival.image)] -= 1
             if not image_instances[(i, arrival.image)]:
-                hosts_with_image[arrival.image].discard(hosts[i].name)
+                hosts_with_image[image_id(arrival.image)].discard(
+                    hosts[i].name)
             if arrival.group:
                 members, on_hosts = groups[arrival.group][1:]
                 members.discard(instance_uuids[index])
@@ -524,7 +530,7 @@ class Simulation:
             if (i, arrival.image) not in downloaded:
                 downloaded.add((i, arrival.image))
             image_instances[(i, arrival.image)] += 1
-            hosts_with_image[arrival.image].add(chosen.host)
+            hosts_with_image[spec.image.id].add(chosen.host)
             if arrival.group:
                 group = workload.groups[arrival.group]
                 _, members, on_hosts = groups[arrival.group]
@@ -578,7 +584,7 @@ class Simulation:
         image = images.get(arrival.image)
         if image is None:
             image = images[arrival.image] = objects.ImageMeta.from_dict({
-                'id': str(uuid.uuid5(uuid.NAMESPACE_DNS, arrival.image)),
+                'id': image_id(arrival.image),
                 'name': arrival.image, 'properties': {}})
         hints = {}
         instance_group = None

@@ -255,3 +255,28 @@ class CommandTest(SimulatorTestCase):
         workload = model.load_workload(model.DEFAULT_WORKLOAD, seed=3)
         self.assertEqual(40000, len(workload.arrivals))
         self.assertTrue(workload.groups)
+
+
+class ImageLocalityTest(SimulatorTestCase):
+
+    def test_same_image_follows_the_first(self):
+        workload = """\
+            flavors:
+              - {name: small, vcpus: 1, ram_mb: 1024, disk_gb: 1}
+            images:
+              names: [a, b]
+            sequence:
+              - {flavor: small, image: a, count: 2}
+              - {flavor: small, image: b, count: 2}
+        """
+        result = self.compare(TWO_HOSTS, workload, 'nova-defaults',
+                              'nova-ext-image-locality')
+        defaults, locality = result.results
+        # RAMWeigher spreads: every host downloads both images
+        self.assertEqual(['h-001', 'h-002', 'h-001', 'h-002'],
+                         defaults.placements)
+        self.assertEqual(4, defaults.image_downloads)
+        # the second "a" follows the first; "b" goes where RAM is freest
+        self.assertEqual(['h-001', 'h-001', 'h-002', 'h-002'],
+                         locality.placements)
+        self.assertEqual(2, locality.image_downloads)
