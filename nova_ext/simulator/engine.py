@@ -270,7 +270,10 @@ class Simulation:
             local_gb_used=local_gb_used,
             free_ram_mb=group.ram_mb - memory_mb_used,
             free_disk_gb=group.disk_gb - local_gb_used,
-            disk_available_least=group.disk_gb - local_gb_used,
+            disk_available_least=(
+                group.disk_gb - local_gb_used
+                if group.disk_available_least_gb is None
+                else group.disk_available_least_gb),
             hypervisor_type='QEMU', hypervisor_version=8002000,
             cpu_info='{"arch": "x86_64"}', current_workload=0,
             running_vms=instances, metrics='[]',

@@ -231,6 +231,9 @@ class HostGroup:
     host_class: ty.Optional[str]
     maintenance: int
     aggregates: ty.List[str]
+    # what the hypervisor reports as disk_available_least (None: the free
+    # disk); Nova's HostState takes the smaller of the two
+    disk_available_least_gb: ty.Optional[int] = None
 
 
 @dataclasses.dataclass
@@ -317,7 +320,9 @@ def load_cluster(path):
                                 minimum=1),
             host_class=group.get('host_class', str),
             maintenance=group.get('maintenance', int, default=0, minimum=0),
-            aggregates=[])
+            aggregates=[],
+            disk_available_least_gb=group.get('disk_available_least_gb',
+                                              int, minimum=0))
         if parsed.maintenance > parsed.count:
             raise group.error('maintenance', 'more hosts in maintenance (%d) '
                               'than in the group (%d)'
