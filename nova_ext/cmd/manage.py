@@ -10,6 +10,9 @@
     nova-ext-manage quota delete --project P (--flavor F | --class C)
     nova-ext-manage quota usage --project P (--flavor F | --class C)
     nova-ext-manage quota check
+    nova-ext-manage simulate [--cluster FILE] [--workload FILE]
+                             [--conf FILE ...] [--seed N] [--arrivals N]
+                             [--plot DIR] [--json FILE]
 
 ``on``/``off`` add or remove ``[nova_ext] maintenance_trait`` on the compute
 node resource provider named HOST (its hypervisor hostname), keeping every
@@ -21,6 +24,11 @@ section, as for Nova's own services.
 per-flavor quota limits (``--project '*'``: the default for every project;
 -1: unlimited) and ``quota check`` says whether every nova-api and
 nova-conductor activated the same quota driver (exit code 1 if not).
+
+``simulate`` replays a workload on a modeled cluster through Nova's real
+scheduler code once per nova.conf fragment and compares them side by side
+(doc/source/simulator.rst); it needs no cloud. Without arguments it runs the
+built-in examples.
 """
 
 import argparse
@@ -137,7 +145,102 @@ def build_parser():
     quota_commands.add_parser(
         'check', help='do all nova-api and nova-conductor processes run the '
                       'same quota driver?')
+
+    simulate = commands.add_parser(
+        'simulate', help="replay a workload on a modeled cluster through "
+                         "Nova's scheduler, once per nova.conf fragment")
+    simulate.add_argument(
+        '--cluster', default='cluster-100.yaml',
+        help='cluster model (YAML), or the name of a built-in one: %s '
+             '(default: %%(default)s)' % ', '.join(_builtin('cluster-')))
+    simulate.add_argument(
+        '--workload', default='workload-mixed.yaml',
+        help='workload (YAML), or the name of a built-in one: %s '
+             '(default: %%(default)s)' % ', '.join(_builtin('workload-')))
+    simulate.add_argument(
+        '--conf', action='append', default=[], metavar='FILE',
+        help='nova.conf fragment to compare, applied on top of Nova\'s '
+             'defaults, or the name of a built-in one; repeat it (default: '
+             'the built-in %s)'
+        % ', '.join(DEFAULT_SIMULATE_CONFS))
+    simulate.add_argument('--seed', type=int,
+                          help="the workload's random seed (default: the "
+                               "workload file's)")
+    simulate.add_argument('--arrivals', type=int, metavar='N',
+                          help='replay only the first N arrivals')
+    simulate.add_argument('--plot', metavar='DIR',
+                          help='write utilisation.png and stranded.png '
+                               'into DIR')
+    simulate.add_argument('--json', metavar='FILE',
+                          help="write the results as JSON to FILE ('-': "
+                               "standard output, instead of the table)")
     return parser
+
+
+DEFAULT_SIMULATE_CONFS = ('nova-defaults', 'nova-packing',
+                          'nova-ext-bin-packing', 'nova-ext-image-locality',
+                          'nova-ext-failure-domain')
+
+
+def _builtin(prefix):
+    import os
+
+    from nova_ext.simulator import model
+    return sorted(name for name in os.listdir(model.EXAMPLES)
+                  if name.startswith(prefix))
+
+
+def run_simulate(args, out=sys.stdout, err=sys.stderr):
+    import os
+
+    from nova_ext.simulator import engine
+    from nova_ext.simulator import model
+    from nova_ext.simulator import report
+
+    def example(path):
+        if os.path.exists(path) or os.sep in path:
+            return path
+        return os.path.join(model.EXAMPLES, path)
+
+    confs = args.conf or [
+        os.path.join(model.EXAMPLES, 'conf', name + '.conf')
+        for name in DEFAULT_SIMULATE_CONFS]
+    configs = []
+    for path in confs:
+        builtin = os.path.join(model.EXAMPLES, 'conf', path + '.conf')
+        if not os.path.exists(path) and os.path.exists(builtin):
+            path = builtin
+        name = os.path.splitext(os.path.basename(path))[0]
+        configs.append((name, path))
+    try:
+        cluster = model.load_cluster(example(args.cluster))
+        workload = model.load_workload(example(args.workload), args.seed)
+    except model.ModelError as error:
+        raise CommandError(str(error))
+    if args.arrivals is not None:
+        workload.arrivals = workload.arrivals[:max(0, args.arrivals)]
+    try:
+        comparison = engine.compare(
+            cluster, workload, configs,
+            progress_factory=lambda name, total: report.Progress(
+                name, total, err))
+    except engine.ConfigError as error:
+        raise CommandError(str(error))
+    if args.json == '-':
+        report.write_json(comparison, out)
+    else:
+        report.table(comparison, out)
+    try:
+        if args.json and args.json != '-':
+            with open(args.json, 'w') as stream:
+                report.write_json(comparison, stream)
+        if args.plot:
+            for path in report.plot(comparison, args.plot):
+                print('wrote %s' % path, file=err)
+    except OSError as error:
+        raise CommandError('cannot write %s: %s' % (
+            error.filename, error.strerror))
+    return 0
 
 
 def _table(headers, rows, out):
@@ -222,6 +325,15 @@ def run(args, placement, trait, out=sys.stdout):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if args.category == 'simulate':
+        import logging
+        logging.basicConfig(level=logging.WARNING,
+                            format='%(levelname)s %(name)s: %(message)s')
+        try:
+            return run_simulate(args)
+        except CommandError as error:
+            print('nova-ext-manage: %s' % error, file=sys.stderr)
+            return 1
     import oslo_messaging
 
     import nova.conf

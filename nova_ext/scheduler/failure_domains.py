@@ -207,6 +207,19 @@ def _domains_at_level(level):
 
 domains_by_level = cache.TTLLookup('failure_domain_cache_seconds')
 
+# None: ask the API database. Otherwise a callable level -> {host: domains}.
+_source = None
+
+
+def use_source(source):
+    """Answer "which domains is each host in at level L" with
+    ``source(level)`` (``{host: set of domains}``, as
+    :func:`_domains_at_level`) instead of the API database, uncached; None
+    goes back to the database. For the scheduling simulator.
+    """
+    global _source
+    _source = source
+
 
 def _domains_of_unlisted_hosts(hosts, level, own_domain):
     """Domains of members' hosts that are not among this request's candidates.
@@ -217,7 +230,10 @@ def _domains_of_unlisted_hosts(hosts, level, own_domain):
     """
     if not hosts:
         return {}
-    known = domains_by_level.get(level, _domains_at_level)
+    if _source is not None:
+        known = _source(level)
+    else:
+        known = domains_by_level.get(level, _domains_at_level)
     domains = {}
     for host in hosts:
         found = known.get(host, ())

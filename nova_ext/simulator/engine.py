@@ -1,0 +1,681 @@
+"""Replay a workload on a modeled cluster through Nova's scheduler code.
+
+For each nova.conf fragment the simulator builds, as nova-scheduler does:
+
+* a ``HostManager`` (a subclass that reads aggregates from the model instead
+  of the API database): Nova's own code loads ``[filter_scheduler]
+  available_filters`` / ``enabled_filters`` / ``weight_classes``, and its
+  ``get_filtered_hosts`` / ``get_weighed_hosts`` run the filters and
+  weighers through ``HostFilterHandler`` and ``HostWeightHandler``;
+* one ``HostState`` per host from an ``objects.ComputeNode``, an
+  ``objects.Service`` and the host's ``objects.Aggregate`` list;
+* one ``objects.RequestSpec`` per arrival (flavor, image, server group,
+  scheduler hints), sorted by ``SchedulerManager._get_sorted_hosts`` (which
+  honours ``host_subset_size`` and ``shuffle_best_same_weighed_hosts``) and
+  consumed with ``SchedulerManager._consume_selected_host``
+  (``HostState.consume_from_request``).
+
+What is modeled, because there is no placement service, database or
+compute:
+
+* placement: a host is a candidate when its inventory (allocation ratios
+  applied, reservations removed) still holds the flavor's VCPU, MEMORY_MB
+  and DISK_GB (swap and ephemeral included, as Nova asks placement);
+  nova-ext's placement pre-filters are modeled as a pre-selection of
+  candidates when ``[nova_ext] request_filters`` enables them:
+  ``maintenance`` drops the hosts flagged in the model, ``host_class`` keeps
+  a flavor with ``nova_ext:host_class`` on the hosts of that class (and,
+  with ``host_class_isolation``, others off them);
+* the compute: once placed, an instance is in its host's
+  ``HostState.instances`` and the host reports its usage back (a new
+  ``ComputeNode`` record, as the resource tracker writes), so Nova's weighers
+  see what they would see on the next request of a real cloud;
+* the databases nova-ext's plugins ask (which hosts run an image, which
+  failure domain a host is in) are answered from the simulation through
+  ``image_locality.use_source`` and ``failure_domains.use_source``, always
+  current (as with their cache options set to 0).
+"""
+
+import collections
+import dataclasses
+import logging
+import random
+import statistics
+import time
+import types
+import typing as ty
+import uuid
+
+from oslo_config import cfg
+from oslo_utils import timeutils
+
+from nova_ext.simulator import model as sim_model
+
+LOG = logging.getLogger(__name__)
+
+RESOURCES = ('vcpu', 'ram', 'disk')
+HEARTBEAT_SECONDS = 20.0
+UTILISATION_SAMPLES = 200
+
+
+def image_id(name):
+    """The glance id of the model's image ``name``."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, 'image-' + name))
+
+
+class ConfigError(ValueError):
+    """A nova.conf fragment the simulator cannot apply."""
+
+
+_nova_ready = False
+
+
+def setup_nova():
+    """Register Nova's objects and options once, without config files."""
+    global _nova_ready
+    if _nova_ready:
+        return
+    import nova.conf
+    from nova import objects
+
+    from nova_ext import conf as ext_conf
+
+    objects.register_all()
+    ext_conf.register_opts(nova.conf.CONF)
+    if nova.conf.CONF._args is None:
+        # not parsed yet (a test or nova-ext-manage may have): Nova's
+        # defaults, no config files
+        nova.conf.CONF([], project='nova', default_config_files=[],
+                       default_config_dirs=[])
+    _nova_ready = True
+
+
+def apply_fragment(conf, path):
+    """Apply every option of the nova.conf fragment ``path`` as an override;
+    return what to clear afterwards.
+    """
+    sections = {}
+    try:
+        cfg.ConfigParser(path, sections).parse()
+    except (OSError, cfg.ParseError) as error:
+        raise ConfigError('%s: cannot read: %s' % (path, error))
+    applied = []
+    try:
+        for section, options in sections.items():
+            group = None if section == 'DEFAULT' else section
+            for name, values in options.items():
+                try:
+                    opt = conf._get_opt_info(name, group)['opt']
+                except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+                    raise ConfigError('%s: [%s] %s is not a Nova or nova-ext '
+                                      'option' % (path, section, name))
+                value = list(values) if opt.multi else values[-1]
+                try:
+                    conf.set_override(name, value, group=group)
+                except (ValueError, cfg.Error) as error:
+                    raise ConfigError('%s: [%s] %s: %s'
+                                      % (path, section, name, error))
+                applied.append((name, group))
+    except ConfigError:
+        clear_fragment(conf, applied)
+        raise
+    return applied
+
+
+def clear_fragment(conf, applied):
+    for name, group in applied:
+        conf.clear_override(name, group=group)
+
+
+# -- results ------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Result:
+    config: str
+    config_path: str
+    arrivals: int
+    placed_before_first_failure: int
+    placed: int
+    failed: int
+    first_failure: ty.Optional[int]
+    first_failure_reason: ty.Optional[str]
+    stranded: ty.Dict[str, float]      # % of capacity, at the first failure
+    free: ty.Dict[str, float]          # % of capacity, at the first failure
+    image_downloads: int
+    failure_domain_violations: int
+    spread_members: int
+    schedule_ms_mean: float
+    schedule_ms_p95: float
+    filters: ty.List[str]
+    weighers: ty.List[str]
+    placements: ty.List[ty.Optional[str]]
+    utilisation: ty.List[ty.Tuple[int, float, float, float]]
+    percent_of_bound: ty.Optional[float] = None
+
+    def as_dict(self, with_placements=False):
+        data = dataclasses.asdict(self)
+        if not with_placements:
+            data.pop('placements')
+        return data
+
+
+@dataclasses.dataclass
+class Comparison:
+    cluster: str
+    workload: str
+    seed: int
+    hosts: int
+    volume_bound: int
+    bound_excludes_maintenance: bool
+    results: ty.List[Result]
+
+    def as_dict(self, with_placements=False):
+        return {
+            'cluster': self.cluster, 'workload': self.workload,
+            'seed': self.seed, 'hosts': self.hosts,
+            'volume_bound': self.volume_bound,
+            'bound_excludes_maintenance': self.bound_excludes_maintenance,
+            'results': [r.as_dict(with_placements) for r in self.results],
+        }
+
+
+def volume_bound(workload, capacity):
+    """The longest prefix of the arrivals whose live instances' summed
+    VCPU, MEMORY_MB and DISK_GB each fit in ``capacity``: no scheduler can
+    place more before its first NoValidHost.
+    """
+    used = [0, 0, 0]
+    for arrival in workload.arrivals:
+        for index in workload.departures.get(arrival.index, ()):
+            for i, amount in enumerate(
+                    workload.arrivals[index].flavor.resources()):
+                used[i] -= amount
+        for i, amount in enumerate(arrival.flavor.resources()):
+            used[i] += amount
+        if any(u > c for u, c in zip(used, capacity)):
+            return arrival.index
+    return len(workload.arrivals)
+
+
+# -- the simulated cloud ------------------------------------------------------
+
+def _host_manager_class():
+    from nova.scheduler import host_manager
+
+    class SimulatedHostManager(host_manager.HostManager):
+        """Nova's HostManager, with the model in place of the databases.
+
+        Only the start-up reads are replaced; filter and weigher loading and
+        ``get_filtered_hosts`` / ``get_weighed_hosts`` are Nova's.
+        """
+
+        aggregates = ()
+
+        def refresh_cells_caches(self):
+            self.cells = {}
+            self.enabled_cells = {}
+
+        def _init_aggregates(self):
+            for aggregate in self.aggregates:
+                self.aggs_by_id[aggregate.id] = aggregate
+                for host in aggregate.hosts:
+                    self.host_aggregates_map[host].add(aggregate.id)
+
+        def _init_instance_info(self, computes_by_cell=None):
+            self._instance_info = {}
+
+    return SimulatedHostManager
+
+
+class Simulation:
+    """One cluster model and one workload; :meth:`run` per configuration."""
+
+    def __init__(self, cluster, workload):
+        setup_nova()
+        self.cluster = cluster
+        self.workload = workload
+        self.cell_uuid = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'cell1'))
+
+    # -- building Nova's objects --
+
+    def _aggregates(self):
+        from nova import objects
+        return [objects.Aggregate(
+            id=i + 1, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, agg.name)),
+            name=agg.name, hosts=list(agg.hosts), metadata=dict(agg.metadata))
+            for i, agg in enumerate(self.cluster.aggregates)]
+
+    def _service(self, index, host, now):
+        from nova import objects
+        return dict(objects.Service(
+            id=index + 1, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, host)),
+            host=host, binary='nova-compute', topic='compute',
+            report_count=1000, disabled=False, disabled_reason=None,
+            forced_down=False, created_at=now, updated_at=now,
+            last_seen_up=now))
+
+    def _compute_node(self, index, host, used, instances, now):
+        from nova import objects
+        group = host.group
+        vcpus_used, ram_used, disk_used = used
+        memory_mb_used = group.reserved_ram_mb + ram_used
+        local_gb_used = group.reserved_disk_gb + disk_used
+        return objects.ComputeNode(
+            id=index + 1, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS,
+                                              'node-' + host.name)),
+            service_id=index + 1, host=host.name,
+            hypervisor_hostname=host.name, vcpus=group.vcpus,
+            memory_mb=group.ram_mb, local_gb=group.disk_gb,
+            vcpus_used=vcpus_used, memory_mb_used=memory_mb_used,
+            local_gb_used=local_gb_used,
+            free_ram_mb=group.ram_mb - memory_mb_used,
+            free_disk_gb=group.disk_gb - local_gb_used,
+            disk_available_least=(
+                group.disk_gb - local_gb_used
+                if group.disk_available_least_gb is None
+                else group.disk_available_least_gb),
+            hypervisor_type='QEMU', hypervisor_version=8002000,
+            cpu_info='{"arch": "x86_64"}', current_workload=0,
+            running_vms=instances, metrics='[]',
+            host_ip='10.0.%d.%d' % (index // 250, index % 250 + 1),
+            stats={'num_instances': str(instances), 'io_workload': '0',
+                   'failed_builds': '0'},
+            numa_topology=None,
+            supported_hv_specs=[objects.HVSpec(
+                arch='x86_64', hv_type='kvm', vm_mode='hvm')],
+            pci_device_pools=objects.PciDevicePoolList(objects=[]),
+            cpu_allocation_ratio=group.cpu_allocation_ratio,
+            ram_allocation_ratio=group.ram_allocation_ratio,
+            disk_allocation_ratio=group.disk_allocation_ratio, mapped=1,
+            created_at=now, updated_at=now)
+
+    def _flavor(self, flavor, flavor_id):
+        from nova import objects
+        return objects.Flavor(
+            id=flavor_id, flavorid=flavor.name, name=flavor.name,
+            vcpus=flavor.vcpus, memory_mb=flavor.ram_mb,
+            root_gb=flavor.disk_gb, ephemeral_gb=flavor.ephemeral_gb,
+            swap=flavor.swap_mb, rxtx_factor=1.0, vcpu_weight=0,
+            disabled=False, is_public=True,
+            extra_specs=dict(flavor.extra_specs), description=None)
+
+    # -- one configuration --
+
+    def run(self, config_path, name=None, progress=None, seed=None):
+        """Replay the workload with the nova.conf fragment ``config_path``
+        applied on top of Nova's defaults; return a :class:`Result`.
+        """
+        import nova.conf
+        conf = nova.conf.CONF
+        applied = apply_fragment(conf, config_path)
+        try:
+            return self._run(conf, config_path, name, progress, seed)
+        finally:
+            clear_fragment(conf, applied)
+
+    def _run(self, conf, config_path, name, progress, seed):
+        from nova import exception
+        from nova import objects
+        from nova.scheduler import manager as scheduler_manager
+
+        from nova_ext.scheduler import failure_domains
+        from nova_ext.scheduler.request_filters import host_class
+        from nova_ext.scheduler.weights import image_locality
+
+        # Nova picks among host_subset_size best hosts with ``random``.
+        random.seed(self.workload.seed if seed is None else seed)
+        hm_class = _host_manager_class()
+        aggregates = self._aggregates()
+        hm_class.aggregates = aggregates
+        try:
+            host_manager = hm_class()
+        except exception.SchedulerHostFilterNotFound as error:
+            raise ConfigError('%s: %s' % (config_path, error))
+        scheduler = types.SimpleNamespace(host_manager=host_manager)
+
+        hosts = self.cluster.hosts
+        now = timeutils.utcnow()
+        aggs_of = collections.defaultdict(list)
+        for aggregate in aggregates:
+            for host in aggregate.hosts:
+                aggs_of[host].append(aggregate)
+        states = []
+        for i, host in enumerate(hosts):
+            state = host_manager.host_state_cls(host.name, host.name,
+                                                self.cell_uuid)
+            state.update(self._compute_node(i, host, (0, 0, 0), 0, now),
+                         self._service(i, host.name, now),
+                         aggs_of[host.name], {})
+            states.append(state)
+        capacity = [sim_model.host_capacity(h.group) for h in hosts]
+        used = [[0, 0, 0] for _ in hosts]
+        instances_on = [0] * len(hosts)
+        index_of = {h.name: i for i, h in enumerate(hosts)}
+
+        # what the pre-filters enabled in this configuration pre-select
+        request_filters = conf.nova_ext.request_filters
+        allowed = [not (h.maintenance and 'maintenance' in request_filters)
+                   for h in hosts]
+        classes = collections.defaultdict(set)
+        classed = set()
+        for agg in self.cluster.aggregates:
+            value = agg.metadata.get(host_class.AGGREGATE_KEY)
+            if value:
+                classes[value].update(agg.hosts)
+                classed.update(agg.hosts)
+        route = 'host_class' in request_filters
+        isolation = conf.nova_ext.host_class_isolation
+
+        # the databases nova-ext's plugins would ask
+        hosts_with_image = collections.defaultdict(set)
+        image_instances = collections.Counter()
+        domains = {}
+        for level in ('rack', 'row'):
+            domains[level] = {h.name: {getattr(h, level)} for h in hosts}
+
+        image_locality.use_source(lambda image: hosts_with_image[image])
+        failure_domains.use_source(lambda level: domains.get(level, {}))
+        try:
+            return self._replay(
+                conf, config_path, name, progress, host_manager, scheduler,
+                states, capacity, used, instances_on, index_of, allowed,
+                classes, classed, route, isolation, hosts_with_image,
+                image_instances, scheduler_manager, objects)
+        finally:
+            image_locality.use_source(None)
+            failure_domains.use_source(None)
+
+    def _replay(self, conf, config_path, name, progress, host_manager,
+                scheduler, states, capacity, used, instances_on, index_of,
+                allowed, classes, classed, route, isolation,
+                hosts_with_image, image_instances, scheduler_manager,
+                objects):
+        from nova_ext.scheduler.request_filters import host_class
+
+        workload = self.workload
+        hosts = self.cluster.hosts
+        flavors = {f.name: self._flavor(f, i + 1)
+                   for i, f in enumerate(workload.flavors)}
+        images = {}
+        downloaded = set()
+        groups = {}       # name -> (InstanceGroup uuid, members, hosts)
+        group_domains = collections.defaultdict(collections.Counter)
+        placements = []
+        instance_uuids = []
+        times = []
+        violations = 0
+        spread_members = 0
+        first_failure = None
+        first_reason = None
+        snapshot = None
+        failed = 0
+        total_capacity = [sum(c[i] for c, a in zip(capacity, allowed) if a)
+                          for i in range(3)]
+        live = [0, 0, 0]
+        sample_every = max(1, len(workload.arrivals) // UTILISATION_SAMPLES)
+        utilisation = []
+        last_heartbeat = time.monotonic()
+        rng_uuid = random.Random(workload.seed)
+
+        def heartbeat():
+            stamp = timeutils.utcnow()
+            for state in states:
+                service = dict(state.service)
+                service['last_seen_up'] = service['updated_at'] = stamp
+                state.update(service=service)
+
+        def report(i):
+            node = self._compute_node(i, hosts[i], used[i], instances_on[i],
+                                      timeutils.utcnow())
+            states[i].update(compute=node)
+
+        def depart(index):
+            i = placements[index]
+            if i is None:
+                return
+            arrival = workload.arrivals[index]
+            amounts = arrival.flavor.resources()
+            for r in range(3):
+                used[i][r] -= amounts[r]
+                live[r] -= amounts[r]
+            instances_on[i] -= 1
+            states[i].instances.pop(instance_uuids[index], None)
+            image_instances[(i, arrival.image)] -= 1
+            if not image_instances[(i, arrival.image)]:
+                hosts_with_image[image_id(arrival.image)].discard(
+                    hosts[i].name)
+            if arrival.group:
+                members, on_hosts = groups[arrival.group][1:]
+                members.discard(instance_uuids[index])
+                on_hosts[hosts[i].name] -= 1
+                if not on_hosts[hosts[i].name]:
+                    del on_hosts[hosts[i].name]
+            report(i)
+
+        for arrival in workload.arrivals:
+            if time.monotonic() - last_heartbeat > HEARTBEAT_SECONDS:
+                heartbeat()
+                last_heartbeat = time.monotonic()
+            for index in workload.departures.get(arrival.index, ()):
+                depart(index)
+            instance_uuid = str(uuid.UUID(int=rng_uuid.getrandbits(128),
+                                          version=4))
+            instance_uuids.append(instance_uuid)
+            flavor = arrival.flavor
+            amounts = flavor.resources()
+
+            # placement: inventory left, and the pre-filters
+            wanted_class = (flavor.extra_specs.get(host_class.EXTRA_SPEC)
+                            if route else None)
+            reason = None
+            if wanted_class and wanted_class not in classes:
+                reason = ('no host aggregate has %s=%s'
+                          % (host_class.AGGREGATE_KEY, wanted_class))
+            candidates = []
+            if reason is None:
+                in_class = classes.get(wanted_class) if wanted_class else None
+                for i, state in enumerate(states):
+                    if not allowed[i]:
+                        continue
+                    host_name = hosts[i].name
+                    if in_class is not None and host_name not in in_class:
+                        continue
+                    if (route and isolation and wanted_class is None
+                            and host_name in classed):
+                        continue
+                    cap = capacity[i]
+                    use = used[i]
+                    if (use[0] + amounts[0] <= cap[0]
+                            and use[1] + amounts[1] <= cap[1]
+                            and use[2] + amounts[2] <= cap[2]):
+                        candidates.append(state)
+
+            spec = self._request_spec(arrival, instance_uuid, flavors,
+                                      images, groups, objects)
+            start = time.perf_counter()
+            chosen = None
+            if candidates:
+                try:
+                    sorted_hosts = (
+                        scheduler_manager.SchedulerManager._get_sorted_hosts(
+                            scheduler, spec, candidates, 0))
+                except Exception as error:  # a filter's NoValidHost
+                    sorted_hosts = []
+                    reason = str(error)
+                if sorted_hosts:
+                    chosen = sorted_hosts[0]
+                    scheduler_manager.SchedulerManager._consume_selected_host(
+                        chosen, spec, instance_uuid=instance_uuid)
+            times.append(time.perf_counter() - start)
+
+            if chosen is None:
+                placements.append(None)
+                failed += 1
+                if first_failure is None:
+                    first_failure = arrival.index
+                    first_reason = reason or (
+                        'no host passed the filters' if candidates else
+                        'placement: no host has room')
+                    snapshot = self._stranded(capacity, used, allowed)
+                    if workload.stop_at_first_failure:
+                        break
+                continue
+
+            i = index_of[chosen.host]
+            placements.append(i)
+            for r in range(3):
+                used[i][r] += amounts[r]
+                live[r] += amounts[r]
+            instances_on[i] += 1
+            chosen.instances[instance_uuid] = objects.Instance(
+                uuid=instance_uuid, host=chosen.host, node=chosen.nodename,
+                image_ref=arrival.image)
+            if (i, arrival.image) not in downloaded:
+                downloaded.add((i, arrival.image))
+            image_instances[(i, arrival.image)] += 1
+            hosts_with_image[spec.image.id].add(chosen.host)
+            if arrival.group:
+                group = workload.groups[arrival.group]
+                _, members, on_hosts = groups[arrival.group]
+                members.add(instance_uuid)
+                on_hosts[chosen.host] += 1
+                if group.spread_level in ('rack', 'row') and group.policy in (
+                        'anti-affinity', 'soft-anti-affinity'):
+                    spread_members += 1
+                    domain = getattr(hosts[i], group.spread_level)
+                    limit = group.max_per_domain or (
+                        conf.nova_ext.default_max_per_domain)
+                    if group_domains[arrival.group][domain] >= limit:
+                        violations += 1
+                    group_domains[arrival.group][domain] += 1
+            report(i)
+
+            if arrival.index % sample_every == 0:
+                utilisation.append((arrival.index,) + tuple(
+                    100.0 * live[r] / total_capacity[r]
+                    if total_capacity[r] else 0.0 for r in range(3)))
+            if progress is not None:
+                progress(arrival.index + 1)
+
+        if snapshot is None:
+            snapshot = self._stranded(capacity, used, allowed)
+        placed = sum(1 for p in placements if p is not None)
+        before = first_failure if first_failure is not None else len(
+            placements)
+        times_ms = sorted(t * 1000.0 for t in times) or [0.0]
+        return Result(
+            config=name or config_path, config_path=config_path,
+            arrivals=len(workload.arrivals),
+            placed_before_first_failure=before, placed=placed,
+            failed=failed, first_failure=first_failure,
+            first_failure_reason=first_reason,
+            stranded=snapshot[0], free=snapshot[1],
+            image_downloads=len(downloaded),
+            failure_domain_violations=violations,
+            spread_members=spread_members,
+            schedule_ms_mean=statistics.fmean(times_ms),
+            schedule_ms_p95=times_ms[min(len(times_ms) - 1,
+                                         int(0.95 * len(times_ms)))],
+            filters=[type(f).__name__ for f in host_manager.enabled_filters],
+            weighers=[type(w).__name__ for w in host_manager.weighers],
+            placements=[None if p is None else hosts[p].name
+                        for p in placements],
+            utilisation=utilisation)
+
+    def _request_spec(self, arrival, instance_uuid, flavors, images, groups,
+                      objects):
+        image = images.get(arrival.image)
+        if image is None:
+            image = images[arrival.image] = objects.ImageMeta.from_dict({
+                'id': image_id(arrival.image),
+                'name': arrival.image, 'properties': {}})
+        hints = {}
+        instance_group = None
+        if arrival.group:
+            group = self.workload.groups[arrival.group]
+            if arrival.group not in groups:
+                groups[arrival.group] = (
+                    str(uuid.uuid5(uuid.NAMESPACE_DNS, arrival.group)),
+                    set(), collections.Counter())
+            group_uuid, members, on_hosts = groups[arrival.group]
+            hints['group'] = [group_uuid]
+            if group.spread_level:
+                hints['nova_ext:spread_level'] = [group.spread_level]
+            if group.max_per_domain:
+                hints['nova_ext:spread_max_per_domain'] = [
+                    str(group.max_per_domain)]
+            # as the conductor loads it: the API has added the new member,
+            # hosts are the distinct hosts of the members
+            instance_group = objects.InstanceGroup(
+                id=1, uuid=group_uuid, name=arrival.group,
+                project_id='simulator', user_id='simulator',
+                policy=group.policy, policies=[group.policy], rules={},
+                members=sorted(members) + [instance_uuid],
+                hosts=sorted(on_hosts))
+        return objects.RequestSpec(
+            instance_uuid=instance_uuid, project_id='simulator',
+            user_id='simulator', availability_zone=None, num_instances=1,
+            flavor=flavors[arrival.flavor.name], image=image,
+            numa_topology=None,
+            pci_requests=objects.InstancePCIRequests(requests=[]),
+            instance_group=instance_group, scheduler_hints=hints,
+            ignore_hosts=None, force_hosts=None, force_nodes=None,
+            requested_destination=None, retry=None, limits=None,
+            is_bfv=False, requested_resources=[])
+
+    def _stranded(self, capacity, used, allowed):
+        """(stranded %, free %) per resource: free capacity on hosts where
+        no flavor of the workload fits any more, and all free capacity, as
+        percentages of the capacity of the usable hosts.
+        """
+        smallest = [f.resources() for f in self.workload.flavors]
+        total = [0.0, 0.0, 0.0]
+        stranded = [0.0, 0.0, 0.0]
+        free = [0.0, 0.0, 0.0]
+        for cap, use, ok in zip(capacity, used, allowed):
+            if not ok:
+                continue
+            left = [c - u for c, u in zip(cap, use)]
+            fits = any(all(a <= f for a, f in zip(amounts, left))
+                       for amounts in smallest)
+            for r in range(3):
+                total[r] += cap[r]
+                free[r] += left[r]
+                if not fits:
+                    stranded[r] += left[r]
+        pct = [100.0 / t if t else 0.0 for t in total]
+        return ({k: stranded[r] * pct[r] for r, k in enumerate(RESOURCES)},
+                {k: free[r] * pct[r] for r, k in enumerate(RESOURCES)})
+
+
+def compare(cluster, workload, configs, progress_factory=None):
+    """Run every ``(name, path)`` of ``configs``; return a Comparison."""
+    import nova.conf
+
+    simulation = Simulation(cluster, workload)
+    results = []
+    all_exclude = True
+    for name, path in configs:
+        if progress_factory is not None:
+            progress = progress_factory(name, len(workload.arrivals))
+        else:
+            progress = None
+        try:
+            results.append(simulation.run(path, name=name,
+                                          progress=progress))
+        finally:
+            if progress is not None:
+                progress(None)
+        applied = apply_fragment(nova.conf.CONF, path)
+        try:
+            all_exclude &= ('maintenance'
+                            in nova.conf.CONF.nova_ext.request_filters)
+        finally:
+            clear_fragment(nova.conf.CONF, applied)
+    usable = [h for h in cluster.hosts if not (h.maintenance and all_exclude)]
+    bound = volume_bound(workload, cluster.capacity(usable))
+    for result in results:
+        result.percent_of_bound = (100.0 * result.placed_before_first_failure
+                                   / bound if bound else None)
+    return Comparison(cluster.path, workload.path, workload.seed,
+                      len(cluster.hosts), bound, all_exclude, results)

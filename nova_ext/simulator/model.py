@@ -1,0 +1,617 @@
+"""Cluster models and workloads of ``nova-ext-manage simulate``, from YAML.
+
+Both files are read with a YAML loader that remembers where each value
+came from, so a mistake is reported as ``FILE:LINE: FIELD: what is wrong``
+(:class:`ModelError`). The formats are described in
+``doc/source/simulator.rst``; the built-in examples are in
+``nova_ext/simulator/examples/``.
+"""
+
+import dataclasses
+import os
+import typing as ty
+
+import yaml
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), 'examples')
+DEFAULT_CLUSTER = os.path.join(EXAMPLES, 'cluster-500.yaml')
+DEFAULT_WORKLOAD = os.path.join(EXAMPLES, 'workload-mixed.yaml')
+
+POLICIES = ('anti-affinity', 'soft-anti-affinity', 'affinity',
+            'soft-affinity')
+
+
+class ModelError(ValueError):
+    """A cluster model or workload file that cannot be simulated."""
+
+    def __init__(self, path, line, field, message):
+        self.path = path
+        self.line = line
+        self.field = field
+        self.message = message
+        where = '%s:%s' % (path, line) if line else path
+        super().__init__('%s: %s: %s' % (where, field, message)
+                         if field else '%s: %s' % (where, message))
+
+
+# -- YAML with line numbers ---------------------------------------------------
+
+class _Map(dict):
+    """A mapping that knows the line of itself and of each key."""
+    line = None
+    lines = None
+
+
+class _Seq(list):
+    """A sequence that knows the line of itself and of each item."""
+    line = None
+    lines = None
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_map(loader, node):
+    loader.flatten_mapping(node)
+    result = _Map()
+    result.line = node.start_mark.line + 1
+    result.lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in result:
+            raise ModelError(loader.name, key_node.start_mark.line + 1, key,
+                             'appears twice in this mapping')
+        result[key] = loader.construct_object(value_node, deep=True)
+        result.lines[key] = key_node.start_mark.line + 1
+    return result
+
+
+def _construct_seq(loader, node):
+    result = _Seq(loader.construct_object(item, deep=True)
+                  for item in node.value)
+    result.line = node.start_mark.line + 1
+    result.lines = [item.start_mark.line + 1 for item in node.value]
+    return result
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                        _construct_map)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
+                        _construct_seq)
+
+
+def _load_yaml(path):
+    try:
+        with open(path) as stream:
+            loader = _Loader(stream)
+            loader.name = path
+            try:
+                document = loader.get_single_data()
+            finally:
+                loader.dispose()
+    except OSError as error:
+        raise ModelError(path, None, None, 'cannot read: %s'
+                         % (error.strerror or error))
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        raise ModelError(path, mark.line + 1 if mark else None, None,
+                         'not valid YAML: %s' % (error.problem
+                                                 or error.context))
+    if not isinstance(document, _Map):
+        raise ModelError(path, 1, None, 'must be a YAML mapping')
+    return document
+
+
+class _Reader:
+    """Typed access to one mapping, errors naming file, line and field."""
+
+    def __init__(self, path, mapping, prefix=''):
+        self.path = path
+        self.mapping = mapping
+        self.prefix = prefix
+        self.used = set()
+
+    def _field(self, key):
+        return self.prefix + key
+
+    def line(self, key=None):
+        if key is not None and key in (self.mapping.lines or {}):
+            return self.mapping.lines[key]
+        return self.mapping.line
+
+    def error(self, key, message):
+        return ModelError(self.path, self.line(key),
+                          self._field(key) if key else self.prefix.rstrip(
+                              '.') or None, message)
+
+    def has(self, key):
+        return key in self.mapping
+
+    def get(self, key, kind, default=None, required=False, minimum=None,
+            choices=None):
+        self.used.add(key)
+        if key not in self.mapping:
+            if required:
+                raise self.error(None, 'missing required field %s'
+                                 % self._field(key))
+            return default
+        value = self.mapping[key]
+        if kind is float and isinstance(value, int) and not isinstance(
+                value, bool):
+            value = float(value)
+        if kind is str and isinstance(value, (int, float)) and not isinstance(
+                value, bool):
+            value = str(value)
+        if not isinstance(value, kind) or (kind is int and isinstance(
+                value, bool)):
+            raise self.error(key, 'must be %s, got %r' % (
+                _KIND_NAMES.get(kind, kind.__name__), value))
+        if minimum is not None and value < minimum:
+            raise self.error(key, 'must be at least %s, got %r'
+                             % (minimum, value))
+        if choices is not None and value not in choices:
+            raise self.error(key, 'must be one of %s, got %r'
+                             % (', '.join(map(str, choices)), value))
+        return value
+
+    def items(self, key, required=False):
+        """The list under ``key`` as (reader or value, line) pairs."""
+        self.used.add(key)
+        if key not in self.mapping:
+            if required:
+                raise self.error(None, 'missing required field %s'
+                                 % self._field(key))
+            return []
+        value = self.mapping[key]
+        if not isinstance(value, _Seq):
+            raise self.error(key, 'must be a list')
+        return [(_Reader(self.path, item, '%s[%d].' % (self._field(key), i))
+                 if isinstance(item, _Map) else item, value.lines[i])
+                for i, item in enumerate(value)]
+
+    def mapping_of(self, key):
+        self.used.add(key)
+        value = self.mapping.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, _Map):
+            raise self.error(key, 'must be a mapping')
+        return _Reader(self.path, value, self._field(key) + '.')
+
+    def string_map(self, key):
+        self.used.add(key)
+        value = self.mapping.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, _Map):
+            raise self.error(key, 'must be a mapping of strings')
+        for k, v in value.items():
+            if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+                raise ModelError(self.path, value.lines[k],
+                                 '%s.%s' % (self._field(key), k),
+                                 'must be a string, got %r' % (v,))
+        return {str(k): str(v) for k, v in value.items()}
+
+    def finish(self):
+        """Refuse fields nobody asked for: they are typos."""
+        for key in self.mapping:
+            if key not in self.used:
+                raise ModelError(self.path, self.line(key), self._field(key),
+                                 'unknown field (known: %s)'
+                                 % ', '.join(sorted(self.used)))
+
+
+_KIND_NAMES = {int: 'a whole number', float: 'a number', str: 'a string',
+               bool: 'true or false'}
+
+
+def _reader_item(path, item, line, field):
+    if not isinstance(item, _Reader):
+        raise ModelError(path, line, field, 'must be a mapping, got %r'
+                         % (item,))
+    return item
+
+
+# -- the cluster --------------------------------------------------------------
+
+@dataclasses.dataclass
+class HostGroup:
+    name: str
+    count: int
+    vcpus: int
+    ram_mb: int
+    disk_gb: int
+    cpu_allocation_ratio: float
+    ram_allocation_ratio: float
+    disk_allocation_ratio: float
+    reserved_ram_mb: int
+    reserved_disk_gb: int
+    rack_size: int
+    host_class: ty.Optional[str]
+    maintenance: int
+    aggregates: ty.List[str]
+    # what the hypervisor reports as disk_available_least (None: the free
+    # disk); Nova's HostState takes the smaller of the two
+    disk_available_least_gb: ty.Optional[int] = None
+
+
+@dataclasses.dataclass
+class Host:
+    name: str
+    group: HostGroup
+    rack: str
+    row: str
+    maintenance: bool
+
+
+@dataclasses.dataclass
+class Aggregate:
+    name: str
+    hosts: ty.List[str]
+    metadata: ty.Dict[str, str]
+
+
+@dataclasses.dataclass
+class Cluster:
+    path: str
+    name: str
+    groups: ty.List[HostGroup]
+    hosts: ty.List[Host]
+    aggregates: ty.List[Aggregate]
+
+    def capacity(self, hosts=None):
+        """Placement capacity (allocation ratios applied, reservations
+        removed) summed over ``hosts`` (default: all): (VCPU, MEMORY_MB,
+        DISK_GB).
+        """
+        total = [0.0, 0.0, 0.0]
+        for host in self.hosts if hosts is None else hosts:
+            for i, amount in enumerate(host_capacity(host.group)):
+                total[i] += amount
+        return tuple(total)
+
+
+def host_capacity(group):
+    """(VCPU, MEMORY_MB, DISK_GB) placement would allocate on one host."""
+    return (int(group.vcpus * group.cpu_allocation_ratio),
+            int((group.ram_mb - group.reserved_ram_mb)
+                * group.ram_allocation_ratio),
+            int((group.disk_gb - group.reserved_disk_gb)
+                * group.disk_allocation_ratio))
+
+
+def load_cluster(path):
+    top = _Reader(path, _load_yaml(path))
+    name = top.get('name', str, default=os.path.basename(path))
+    rows = top.get('rows', int, default=1, minimum=1)
+    default_rack_size = top.get('rack_size', int, default=20, minimum=1)
+    groups = []
+    for item, line in top.items('host_groups', required=True):
+        group = _reader_item(path, item, line, 'host_groups[]')
+        ram_mb = group.get('ram_mb', int, minimum=1)
+        if ram_mb is None:
+            ram_gb = group.get('ram_gb', int, minimum=1)
+            if ram_gb is None:
+                raise group.error(None, 'missing required field %sram_mb '
+                                  '(or ram_gb)' % group.prefix)
+            ram_mb = ram_gb * 1024
+        else:
+            group.used.add('ram_gb')
+            if group.has('ram_gb'):
+                raise group.error('ram_gb', 'give ram_mb or ram_gb, not both')
+        parsed = HostGroup(
+            name=group.get('name', str, required=True),
+            count=group.get('count', int, required=True, minimum=1),
+            vcpus=group.get('vcpus', int, required=True, minimum=1),
+            ram_mb=ram_mb,
+            disk_gb=group.get('disk_gb', int, required=True, minimum=1),
+            cpu_allocation_ratio=group.get('cpu_allocation_ratio', float,
+                                           default=4.0, minimum=0.0),
+            ram_allocation_ratio=group.get('ram_allocation_ratio', float,
+                                           default=1.0, minimum=0.0),
+            disk_allocation_ratio=group.get('disk_allocation_ratio', float,
+                                            default=1.0, minimum=0.0),
+            reserved_ram_mb=group.get('reserved_ram_mb', int, default=0,
+                                      minimum=0),
+            reserved_disk_gb=group.get('reserved_disk_gb', int, default=0,
+                                       minimum=0),
+            rack_size=group.get('rack_size', int, default=default_rack_size,
+                                minimum=1),
+            host_class=group.get('host_class', str),
+            maintenance=group.get('maintenance', int, default=0, minimum=0),
+            aggregates=[],
+            disk_available_least_gb=group.get('disk_available_least_gb',
+                                              int, minimum=0))
+        if parsed.maintenance > parsed.count:
+            raise group.error('maintenance', 'more hosts in maintenance (%d) '
+                              'than in the group (%d)'
+                              % (parsed.maintenance, parsed.count))
+        if parsed.reserved_ram_mb >= parsed.ram_mb:
+            raise group.error('reserved_ram_mb', 'reserves all the RAM')
+        if any(g.name == parsed.name for g in groups):
+            raise group.error('name', 'host group %r is defined twice'
+                              % parsed.name)
+        group.finish()
+        groups.append(parsed)
+
+    hosts = []
+    rack_number = 0
+    for group in groups:
+        for i in range(group.count):
+            if i % group.rack_size == 0:
+                rack_number += 1
+            hosts.append(Host(
+                name='%s-%03d' % (group.name, i + 1), group=group,
+                rack='r%03d' % rack_number,
+                row='row%d' % ((rack_number - 1) % rows + 1),
+                # the last hosts of a group are the ones in maintenance
+                maintenance=i >= group.count - group.maintenance))
+
+    aggregates = _layout_aggregates(hosts, groups)
+    for item, line in top.items('aggregates'):
+        agg = _reader_item(path, item, line, 'aggregates[]')
+        agg_name = agg.get('name', str, required=True)
+        members = []
+        for group_name, group_line in agg.items('host_groups', required=True):
+            if not any(g.name == group_name for g in groups):
+                raise ModelError(path, group_line, agg.prefix + 'host_groups',
+                                 'no host group named %r (groups: %s)' % (
+                                     group_name,
+                                     ', '.join(g.name for g in groups)))
+            members += [h.name for h in hosts if h.group.name == group_name]
+        aggregates.append(Aggregate(agg_name, members,
+                                    agg.string_map('metadata')))
+        agg.finish()
+    top.finish()
+    return Cluster(path, name, groups, hosts, aggregates)
+
+
+def _layout_aggregates(hosts, groups):
+    from nova_ext.scheduler import failure_domains
+    from nova_ext.scheduler.request_filters import host_class
+
+    by_key = {}
+    for host in hosts:
+        for level, domain in (('rack', host.rack), ('row', host.row)):
+            by_key.setdefault((level, domain), []).append(host.name)
+    aggregates = [
+        Aggregate('%s-%s' % (level, domain), members,
+                  {failure_domains.AGGREGATE_KEY_PREFIX + level: domain})
+        for (level, domain), members in sorted(by_key.items())]
+    for group in groups:
+        if group.host_class:
+            aggregates.append(Aggregate(
+                'class-%s' % group.name,
+                [h.name for h in hosts if h.group is group],
+                {host_class.AGGREGATE_KEY: group.host_class}))
+    return aggregates
+
+
+# -- the workload -------------------------------------------------------------
+
+@dataclasses.dataclass
+class Flavor:
+    name: str
+    vcpus: int
+    ram_mb: int
+    disk_gb: int
+    ephemeral_gb: int
+    swap_mb: int
+    weight: float
+    extra_specs: ty.Dict[str, str]
+
+    def resources(self):
+        """(VCPU, MEMORY_MB, DISK_GB) one instance takes in placement."""
+        return (self.vcpus, self.ram_mb,
+                self.disk_gb + self.ephemeral_gb
+                + (self.swap_mb + 1023) // 1024)
+
+
+@dataclasses.dataclass
+class GroupSpec:
+    name: str
+    policy: str
+    spread_level: ty.Optional[str]
+    max_per_domain: ty.Optional[int]
+
+
+@dataclasses.dataclass
+class Arrival:
+    index: int
+    flavor: Flavor
+    image: str
+    group: ty.Optional[str]       # server group name, or None
+    departs_after: ty.Optional[int] = None   # arrival index, or None
+
+
+@dataclasses.dataclass
+class Workload:
+    path: str
+    name: str
+    seed: int
+    stop_at_first_failure: bool
+    flavors: ty.List[Flavor]
+    groups: ty.Dict[str, GroupSpec]
+    arrivals: ty.List[Arrival]
+    # arrival index -> indexes of earlier arrivals that depart before it
+    departures: ty.Dict[int, ty.List[int]]
+
+
+def _zipf_weights(count, exponent):
+    return [1.0 / (rank ** exponent) for rank in range(1, count + 1)]
+
+
+def load_workload(path, seed=None):
+    """Read a workload and generate its arrivals.
+
+    ``seed`` overrides the file's.
+    """
+    import random
+
+    top = _Reader(path, _load_yaml(path))
+    name = top.get('name', str, default=os.path.basename(path))
+    file_seed = top.get('seed', int, default=1)
+    seed = file_seed if seed is None else seed
+    stop = top.get('stop_at_first_failure', bool, default=True)
+
+    flavors = []
+    for item, line in top.items('flavors', required=True):
+        flavor = _reader_item(path, item, line, 'flavors[]')
+        parsed = Flavor(
+            name=flavor.get('name', str, required=True),
+            vcpus=flavor.get('vcpus', int, required=True, minimum=1),
+            ram_mb=flavor.get('ram_mb', int, required=True, minimum=1),
+            disk_gb=flavor.get('disk_gb', int, default=0, minimum=0),
+            ephemeral_gb=flavor.get('ephemeral_gb', int, default=0,
+                                    minimum=0),
+            swap_mb=flavor.get('swap_mb', int, default=0, minimum=0),
+            weight=flavor.get('weight', float, default=1.0, minimum=0.0),
+            extra_specs=flavor.string_map('extra_specs'))
+        if any(f.name == parsed.name for f in flavors):
+            raise flavor.error('name', 'flavor %r is defined twice'
+                               % parsed.name)
+        flavor.finish()
+        flavors.append(parsed)
+    if not flavors:
+        raise top.error('flavors', 'needs at least one flavor')
+
+    images = _images(top)
+    groups = {}
+    for item, line in top.items('groups'):
+        group = _reader_item(path, item, line, 'groups[]')
+        spec = _group_spec(group, group.get('name', str, required=True))
+        group.finish()
+        groups[spec.name] = spec
+
+    rng = random.Random(seed)
+    if top.has('sequence'):
+        for key in ('arrivals', 'server_groups', 'departures'):
+            if top.has(key):
+                raise top.error(key, 'give either sequence or generated '
+                                'arrivals (arrivals, server_groups, '
+                                'departures), not both')
+        arrivals, departures = _sequence(top, flavors, images, groups)
+    else:
+        arrivals, departures = _generate(top, flavors, images, groups, rng)
+    top.finish()
+    return Workload(path, name, seed, stop, flavors, groups, arrivals,
+                    departures)
+
+
+def _images(top):
+    images = top.mapping_of('images')
+    if images is None:
+        return [('image-1', 1.0)]
+    if images.has('names'):
+        listed = [(str(n), None) for n, _ in images.items('names')]
+    else:
+        count = images.get('count', int, default=1, minimum=1)
+        listed = [('image-%d' % (i + 1), None) for i in range(count)]
+    exponent = images.get('zipf', float, default=0.0, minimum=0.0)
+    weights = _zipf_weights(len(listed), exponent)
+    images.finish()
+    return [(n, w) for (n, _), w in zip(listed, weights)]
+
+
+def _group_spec(reader, name):
+    from nova_ext.scheduler import failure_domains  # noqa: F401
+
+    return GroupSpec(
+        name=name,
+        policy=reader.get('policy', str, default='anti-affinity',
+                          choices=POLICIES),
+        spread_level=reader.get('spread_level', str),
+        max_per_domain=reader.get('max_per_domain', int, minimum=1))
+
+
+def _flavor_named(reader, key, flavors):
+    name = reader.get(key, str, required=True)
+    for flavor in flavors:
+        if flavor.name == name:
+            return flavor
+    raise reader.error(key, 'no flavor named %r (flavors: %s)' % (
+        name, ', '.join(f.name for f in flavors)))
+
+
+def _sequence(top, flavors, images, groups):
+    arrivals = []
+    departures = {}
+    pending = []
+    image_names = [n for n, _ in images]
+    for item, line in top.items('sequence'):
+        step = _reader_item(path_of(top), item, line, 'sequence[]')
+        if step.has('depart'):
+            index = step.get('depart', int, minimum=0)
+            if index >= len(arrivals):
+                raise step.error('depart', 'arrival %d has not arrived yet '
+                                 '(arrivals are numbered from 0)' % index)
+            pending.append(index)
+            step.finish()
+            continue
+        flavor = _flavor_named(step, 'flavor', flavors)
+        image = step.get('image', str, default=image_names[0])
+        group = step.get('group', str)
+        if group is not None and group not in groups:
+            raise step.error('group', 'no server group named %r under '
+                             'groups' % group)
+        for _ in range(step.get('count', int, default=1, minimum=1)):
+            if pending:
+                departures[len(arrivals)] = pending
+                pending = []
+            arrivals.append(Arrival(len(arrivals), flavor, image, group))
+        step.finish()
+    return arrivals, departures
+
+
+def path_of(reader):
+    return reader.path
+
+
+def _generate(top, flavors, images, groups, rng):
+    count = top.get('arrivals', int, required=True, minimum=1)
+    group_mix = top.mapping_of('server_groups')
+    group_share = 0.0
+    if group_mix is not None:
+        group_share = group_mix.get('share', float, default=0.1,
+                                    minimum=0.0)
+        if group_share > 1.0:
+            raise group_mix.error('share', 'must be between 0 and 1')
+        size = group_mix.get('size', int, default=3, minimum=1)
+        template = _group_spec(group_mix, None)
+        group_mix.finish()
+    lifetime = None
+    departure_spec = top.mapping_of('departures')
+    if departure_spec is not None:
+        lifetime = departure_spec.get('mean_lifetime', float,
+                                      required=True, minimum=1.0)
+        departure_spec.finish()
+
+    flavor_weights = [f.weight for f in flavors]
+    if sum(flavor_weights) <= 0:
+        raise top.error('flavors', 'every flavor has weight 0')
+    image_names = [n for n, _ in images]
+    image_weights = [w for _, w in images]
+    arrivals = []
+    while len(arrivals) < count:
+        flavor = rng.choices(flavors, flavor_weights)[0]
+        image = rng.choices(image_names, image_weights)[0]
+        # a group of `size` starts with probability p, so that `share` of
+        # the arrivals belong to groups: p*size / (p*size + 1 - p) = share
+        if group_share and rng.random() < group_share / (
+                size * (1.0 - group_share) + group_share):
+            name = 'group-%d' % (len(groups) + 1)
+            groups[name] = dataclasses.replace(template, name=name)
+            members = min(size, count - len(arrivals))
+        else:
+            name, members = None, 1
+        for _ in range(members):
+            arrivals.append(Arrival(len(arrivals), flavor, image, name))
+    departures = {}
+    if lifetime:
+        for arrival in arrivals:
+            leaves = arrival.index + 1 + int(rng.expovariate(1.0 / lifetime))
+            arrival.departs_after = leaves
+            if leaves < count:
+                departures.setdefault(leaves, []).append(arrival.index)
+    return arrivals, departures

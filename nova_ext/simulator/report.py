@@ -1,0 +1,168 @@
+"""What ``nova-ext-manage simulate`` shows: a table, JSON, PNG plots."""
+
+import json
+import os
+import sys
+import time
+
+from nova_ext.simulator import engine
+
+
+class Progress:
+    """A one-line progress bar on a terminal (nothing elsewhere)."""
+
+    WIDTH = 30
+
+    def __init__(self, name, total, stream=None):
+        self.name = name
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.start = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, done):
+        if not self.enabled:
+            return
+        if done is None:
+            self.stream.write('\r' + ' ' * 79 + '\r')
+            self.stream.flush()
+            return
+        now = time.monotonic()
+        if now - self.last < 0.2:
+            return
+        self.last = now
+        filled = int(self.WIDTH * done / max(1, self.total))
+        self.stream.write('\r%-28.28s [%s%s] %d arrivals, %.0f s' % (
+            self.name, '#' * filled, '.' * (self.WIDTH - filled), done,
+            now - self.start))
+        self.stream.flush()
+
+
+def rows(comparison):
+    """The table as (header, rows): one column per configuration."""
+    results = comparison.results
+    header = ['', ] + [r.config for r in results]
+
+    def line(label, fmt):
+        return [label] + [fmt(r) for r in results]
+
+    def pct(value):
+        return '-' if value is None else '%.1f%%' % value
+
+    body = [
+        line('placed before 1st NoValidHost',
+             lambda r: '%d' % r.placed_before_first_failure),
+        line('%% of volume bound (%d)' % comparison.volume_bound,
+             lambda r: pct(r.percent_of_bound)),
+        line('first NoValidHost',
+             lambda r: '-' if r.first_failure is None
+             else 'arrival %d' % r.first_failure),
+    ]
+    for resource in engine.RESOURCES:
+        body.append(line('stranded %s' % resource,
+                         lambda r, k=resource: pct(r.stranded[k])))
+    for resource in engine.RESOURCES:
+        body.append(line('free %s' % resource,
+                         lambda r, k=resource: pct(r.free[k])))
+    body += [
+        line('image downloads', lambda r: '%d' % r.image_downloads),
+        line('failure-domain violations',
+             lambda r: '%d / %d' % (r.failure_domain_violations,
+                                    r.spread_members)),
+        line('ms per request (mean / p95)',
+             lambda r: '%.1f / %.1f' % (r.schedule_ms_mean,
+                                        r.schedule_ms_p95)),
+    ]
+    return header, body
+
+
+def table(comparison, out=sys.stdout):
+    import prettytable
+
+    header, body = rows(comparison)
+    print('cluster %s (%d hosts), workload %s, seed %d' % (
+        comparison.cluster, comparison.hosts, comparison.workload,
+        comparison.seed), file=out)
+    grid = prettytable.PrettyTable(header)
+    grid.align = 'r'
+    grid.align[''] = 'l'
+    for row in body:
+        grid.add_row(row)
+    print(grid, file=out)
+    for result in comparison.results:
+        if result.first_failure_reason:
+            print('%s: first NoValidHost: %s' % (
+                result.config, result.first_failure_reason), file=out)
+    print('volume bound: the longest prefix of the arrivals whose vCPU, RAM '
+          'and disk each fit in the total capacity%s; stranded: free '
+          'capacity on hosts where no flavor of the workload fits any more '
+          '(at the first NoValidHost); violations: server-group members '
+          'placed in a failure domain already holding the allowed number '
+          '(of members placed with a spread level).' % (
+              ' of the hosts not in maintenance'
+              if comparison.bound_excludes_maintenance else ''), file=out)
+
+
+def write_json(comparison, out, with_placements=False):
+    json.dump(comparison.as_dict(with_placements), out, indent=2,
+              sort_keys=True)
+    out.write('\n')
+
+
+def plot(comparison, directory):
+    """Write utilisation.png and stranded.png into ``directory``; return
+    their paths.
+    """
+    import matplotlib
+    matplotlib.use('Agg')
+    from matplotlib import pyplot
+
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+
+    figure, axes = pyplot.subplots(1, 3, figsize=(15, 4.5), sharey=True)
+    for result in comparison.results:
+        points = result.utilisation
+        for r, (axis, resource) in enumerate(zip(axes, engine.RESOURCES)):
+            axis.plot([p[0] for p in points], [p[r + 1] for p in points],
+                      label=result.config)
+    for axis, resource in zip(axes, engine.RESOURCES):
+        axis.axvline(comparison.volume_bound, color='grey', linestyle=':',
+                     label='volume bound')
+        axis.set_title('%s allocated' % resource)
+        axis.set_xlabel('arrivals')
+        axis.grid(alpha=0.3)
+    axes[0].set_ylabel('% of capacity')
+    axes[0].legend(fontsize='small')
+    figure.suptitle('Utilisation over arrivals (%d hosts)'
+                    % comparison.hosts)
+    figure.tight_layout()
+    path = os.path.join(directory, 'utilisation.png')
+    figure.savefig(path, dpi=100)
+    pyplot.close(figure)
+    paths.append(path)
+
+    figure, axis = pyplot.subplots(figsize=(9, 4.5))
+    count = len(comparison.results)
+    width = 0.8 / max(1, count)
+    for i, result in enumerate(comparison.results):
+        xs = [r + i * width for r in range(len(engine.RESOURCES))]
+        bars = axis.bar(xs, [result.stranded[k] for k in engine.RESOURCES],
+                        width, label='%s (%d placed)' % (
+                            result.config,
+                            result.placed_before_first_failure))
+        axis.bar_label(bars, fmt='%.1f', fontsize='x-small')
+    axis.set_xticks([r + width * (count - 1) / 2
+                     for r in range(len(engine.RESOURCES))])
+    axis.set_xticklabels(engine.RESOURCES)
+    axis.set_ylabel('% of capacity stranded at 1st NoValidHost')
+    axis.set_title('Stranded capacity (%d hosts)' % comparison.hosts)
+    axis.legend(fontsize='small')
+    axis.grid(axis='y', alpha=0.3)
+    figure.tight_layout()
+    path = os.path.join(directory, 'stranded.png')
+    figure.savefig(path, dpi=100)
+    pyplot.close(figure)
+    paths.append(path)
+    return paths

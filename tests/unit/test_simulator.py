@@ -1,0 +1,282 @@
+"""nova-ext-manage simulate on models small enough to work out by hand."""
+
+import io
+import json
+import os
+import textwrap
+
+import fixtures
+from nova import test
+
+from nova_ext.cmd import manage
+from nova_ext.simulator import engine
+from nova_ext.simulator import model
+
+CONF_DIR = os.path.join(model.EXAMPLES, 'conf')
+
+# Two hosts of 4 vCPU (ratio 1), 8 GiB, 100 GB, in two racks of one row.
+TWO_HOSTS = """\
+name: two
+rows: 1
+rack_size: 1
+host_groups:
+  - name: h
+    count: 2
+    vcpus: 4
+    cpu_allocation_ratio: 1.0
+    ram_mb: 8192
+    disk_gb: 100
+"""
+
+# Three flavors; every arrival in order.
+SEQUENCE = """\
+flavors:
+  - {name: small, vcpus: 1, ram_mb: 2048, disk_gb: 10}
+  - {name: big, vcpus: 2, ram_mb: 4096, disk_gb: 20}
+  - {name: ram, vcpus: 1, ram_mb: 6144, disk_gb: 10}
+images:
+  names: [a, b]
+sequence:
+  - {flavor: small, image: a}
+  - {flavor: small, image: b}
+  - {flavor: big, image: a}
+  - {flavor: big, image: a}
+  - {flavor: ram, image: b}
+"""
+
+
+class SimulatorTestCase(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, 'w') as out:
+            out.write(textwrap.dedent(text))
+        return path
+
+    def compare(self, cluster_text, workload_text, *configs, extra=None):
+        cluster = model.load_cluster(self.write('cluster.yaml',
+                                                cluster_text))
+        workload = model.load_workload(self.write('workload.yaml',
+                                                  workload_text))
+        paths = [(name, os.path.join(CONF_DIR, name + '.conf'))
+                 for name in configs]
+        for name, text in (extra or {}).items():
+            paths.append((name, self.write(name + '.conf', text)))
+        return engine.compare(cluster, workload, paths)
+
+
+class HandWorkedPlacementsTest(SimulatorTestCase):
+
+    def test_packing_and_spreading_place_as_worked_out_by_hand(self):
+        result = self.compare(TWO_HOSTS, SEQUENCE, 'nova-defaults',
+                              'nova-packing', 'nova-ext-bin-packing')
+        defaults, packing, bin_packing = result.results
+        # Spreading: each arrival goes to the host with the most free RAM
+        # (ties: the first host); the 6 GiB "ram" flavor then fits nowhere.
+        self.assertEqual(['h-001', 'h-002', 'h-001', 'h-002', None],
+                         defaults.placements)
+        self.assertEqual(4, defaults.placed_before_first_failure)
+        self.assertEqual(4, defaults.first_failure)
+        # Stacking fills h-001 (1+1+2 vCPU), then h-002 takes the second
+        # "big" and still has 2 vCPU and 4 GiB... not the 6 GiB "ram".
+        self.assertEqual(['h-001', 'h-001', 'h-001', 'h-002', None],
+                         packing.placements)
+        self.assertEqual(['h-001', 'h-001', 'h-001', 'h-002', None],
+                         bin_packing.placements)
+        # 5 arrivals need 7 vCPU <= 8 and 22 GiB > 16 GiB: the bound is 4.
+        self.assertEqual(4, result.volume_bound)
+        self.assertEqual(100.0, packing.percent_of_bound)
+        # first boot of an image on a host: stacking a, b on h-001 and a on
+        # h-002; spreading a on h-001, b and a on h-002
+        self.assertEqual(3, packing.image_downloads)
+        self.assertEqual(3, defaults.image_downloads)
+
+    def test_stranded_capacity_at_first_failure(self):
+        result = self.compare(TWO_HOSTS, SEQUENCE, 'nova-packing')
+        packing = result.results[0]
+        # h-001 has no vCPU or RAM left: its 60 GB of disk are stranded
+        # (30% of 200 GB). h-002 (2 vCPU, 4 GiB, 80 GB left) still takes a
+        # "small": nothing stranded there.
+        self.assertEqual({'vcpu': 0.0, 'ram': 0.0, 'disk': 30.0},
+                         packing.stranded)
+        self.assertEqual(25.0, packing.free['vcpu'])
+        self.assertEqual(25.0, packing.free['ram'])
+        self.assertEqual(70.0, packing.free['disk'])
+
+    def test_departures_free_capacity(self):
+        workload = SEQUENCE.replace(
+            '  - {flavor: ram, image: b}\n',
+            '  - {depart: 2}\n  - {flavor: ram, image: b}\n')
+        packing = self.compare(TWO_HOSTS, workload,
+                               'nova-packing').results[0]
+        # the first "big" leaves h-001 (1+1 vCPU, 4 GiB used), where the
+        # 6 GiB flavor still does not fit; h-002 has 4 GiB: NoValidHost
+        self.assertEqual(['h-001', 'h-001', 'h-001', 'h-002', None],
+                         packing.placements)
+        workload = SEQUENCE.replace(
+            '  - {flavor: ram, image: b}\n',
+            '  - {depart: 3}\n  - {flavor: ram, image: b}\n')
+        packing = self.compare(TWO_HOSTS, workload,
+                               'nova-packing').results[0]
+        # the second "big" leaves h-002 empty: the 6 GiB flavor lands there
+        self.assertEqual(['h-001', 'h-001', 'h-001', 'h-002', 'h-002'],
+                         packing.placements)
+        self.assertIsNone(packing.first_failure)
+
+    def test_maintenance_and_host_class_pre_select_hosts(self):
+        cluster = TWO_HOSTS.replace('    disk_gb: 100\n', (
+            '    disk_gb: 100\n    maintenance: 1\n'))
+        workload = SEQUENCE.replace('sequence:', 'sequence:\n'
+                                    '  - {flavor: small, count: 2}')
+        result = self.compare(cluster, workload, 'nova-packing', extra={
+            'no-prefilter': '[nova_ext]\nrequest_filters =\n'})
+        with_filter, without = result.results
+        self.assertNotIn('h-002', with_filter.placements)
+        self.assertIn('h-002', without.placements)
+
+        cluster = TWO_HOSTS + (
+            '  - {name: gpu, count: 1, vcpus: 4, cpu_allocation_ratio: 1.0,'
+            ' ram_mb: 8192, disk_gb: 100, host_class: gpu}\n')
+        workload = SEQUENCE.replace(
+            '  - {name: ram,',
+            '  - {name: g, vcpus: 1, ram_mb: 1024, disk_gb: 1, '
+            'extra_specs: {"nova_ext:host_class": gpu}}\n  - {name: ram,'
+        ).replace('sequence:', 'sequence:\n  - {flavor: g, count: 3}')
+        packing = self.compare(cluster, workload,
+                               'nova-packing').results[0]
+        self.assertEqual(['gpu-001'] * 3, packing.placements[:3])
+
+
+class FailureDomainTest(SimulatorTestCase):
+    # Four hosts, two per rack; a group of two asks for one per rack.
+    CLUSTER = TWO_HOSTS.replace('rack_size: 1', 'rack_size: 2').replace(
+        'count: 2', 'count: 4')
+    WORKLOAD = """\
+        flavors:
+          - {name: small, vcpus: 1, ram_mb: 1024, disk_gb: 1}
+        groups:
+          - {name: g, policy: anti-affinity, spread_level: rack}
+        sequence:
+          - {flavor: small, group: g, count: 2}
+    """
+
+    def test_hard_filter_has_no_violations(self):
+        result = self.compare(self.CLUSTER, self.WORKLOAD, 'nova-packing',
+                              'nova-ext-failure-domain')
+        packing, spread = result.results
+        # stacking puts the second member on h-002, in h-001's rack
+        self.assertEqual(['h-001', 'h-002'], packing.placements)
+        self.assertEqual(1, packing.failure_domain_violations)
+        self.assertEqual(['h-001', 'h-003'], spread.placements)
+        self.assertEqual(0, spread.failure_domain_violations)
+        self.assertEqual(2, spread.spread_members)
+
+
+class ModelErrorTest(SimulatorTestCase):
+
+    def assertModelError(self, loader, text, line, field, message):
+        path = self.write('bad.yaml', text)
+        error = self.assertRaises(model.ModelError, loader, path)
+        self.assertEqual((path, line, field), (error.path, error.line,
+                                               error.field))
+        self.assertIn(message, str(error))
+        self.assertTrue(str(error).startswith('%s:%d: ' % (path, line)),
+                        str(error))
+
+    def test_wrong_type_names_file_line_and_field(self):
+        self.assertModelError(
+            model.load_cluster, TWO_HOSTS.replace('vcpus: 4', 'vcpus: four'),
+            7, 'host_groups[0].vcpus', 'must be a whole number')
+
+    def test_unknown_field_is_a_typo(self):
+        self.assertModelError(
+            model.load_cluster, TWO_HOSTS.replace(
+                '    disk_gb: 100\n',
+                '    disk_gb: 100\n    maintenence: 1\n'),
+            11, 'host_groups[0].maintenence', 'unknown field')
+
+    def test_missing_field(self):
+        self.assertModelError(
+            model.load_cluster, TWO_HOSTS.replace('    count: 2\n', ''),
+            5, 'host_groups[0]', 'missing required field '
+            'host_groups[0].count')
+
+    def test_unknown_flavor_in_sequence(self):
+        self.assertModelError(
+            model.load_workload, SEQUENCE.replace('{flavor: big, image: a}',
+                                                  '{flavor: huge}', 1),
+            10, 'sequence[2].flavor', "no flavor named 'huge'")
+
+    def test_invalid_yaml(self):
+        self.assertModelError(model.load_workload,
+                              SEQUENCE.replace('sequence:', 'sequence: ]'),
+                              7, None, 'not valid YAML')
+
+    def test_bad_conf_fragment(self):
+        path = self.write('bad.conf', '[nova_ext]\nno_such_option = 1\n')
+        error = self.assertRaises(
+            engine.ConfigError, self.compare, TWO_HOSTS, SEQUENCE,
+            extra={'bad': open(path).read()})
+        self.assertIn('[nova_ext] no_such_option is not a Nova or nova-ext '
+                      'option', str(error))
+
+
+class CommandTest(SimulatorTestCase):
+
+    def test_simulate_json(self):
+        cluster = self.write('c.yaml', TWO_HOSTS)
+        workload = self.write('w.yaml', SEQUENCE)
+        args = manage.build_parser().parse_args([
+            'simulate', '--cluster', cluster, '--workload', workload,
+            '--conf', 'nova-packing', '--json', '-'])
+        out = io.StringIO()
+        self.assertEqual(0, manage.run_simulate(args, out, io.StringIO()))
+        data = json.loads(out.getvalue())
+        self.assertEqual(4, data['volume_bound'])
+        self.assertEqual(4, data['results'][0]
+                         ['placed_before_first_failure'])
+
+    def test_bad_model_is_a_clear_error(self):
+        bad = self.write('c.yaml', TWO_HOSTS.replace('count: 2',
+                                                     'count: -1'))
+        self.assertEqual(1, manage.main(['simulate', '--cluster', bad]))
+
+    def test_builtin_examples_load(self):
+        for name in ('cluster-100.yaml', 'cluster-500.yaml'):
+            cluster = model.load_cluster(os.path.join(model.EXAMPLES, name))
+            self.assertEqual(int(name[8:11]), len(cluster.hosts))
+        cluster = model.load_cluster(model.DEFAULT_CLUSTER)
+        self.assertEqual({'row1', 'row2', 'row3'},
+                         {h.row for h in cluster.hosts})
+        workload = model.load_workload(model.DEFAULT_WORKLOAD, seed=3)
+        self.assertEqual(40000, len(workload.arrivals))
+        self.assertTrue(workload.groups)
+
+
+class ImageLocalityTest(SimulatorTestCase):
+
+    def test_same_image_follows_the_first(self):
+        workload = """\
+            flavors:
+              - {name: small, vcpus: 1, ram_mb: 1024, disk_gb: 1}
+            images:
+              names: [a, b]
+            sequence:
+              - {flavor: small, image: a, count: 2}
+              - {flavor: small, image: b, count: 2}
+        """
+        result = self.compare(TWO_HOSTS, workload, 'nova-defaults',
+                              'nova-ext-image-locality')
+        defaults, locality = result.results
+        # RAMWeigher spreads: every host downloads both images
+        self.assertEqual(['h-001', 'h-002', 'h-001', 'h-002'],
+                         defaults.placements)
+        self.assertEqual(4, defaults.image_downloads)
+        # the second "a" follows the first; "b" goes where RAM is freest
+        self.assertEqual(['h-001', 'h-001', 'h-002', 'h-002'],
+                         locality.placements)
+        self.assertEqual(2, locality.image_downloads)
