@@ -185,6 +185,18 @@ database again. A flavor moved into or out of a class is counted accordingly
 after at most this long. 0 asks on every limited create. Limits themselves
 are always read fresh.
 """),
+    cfg.IntOpt(
+        'quota_limits_cache_seconds',
+        default=0,
+        min=0,
+        help="""
+How long nova-api and nova-conductor remember the per-flavor limits of a
+project for a flavor before reading them again. 0 (the default): read on
+every check, so ``nova-ext-manage quota set`` applies at once. A few seconds
+saves one database query per create on busy clouds; a changed limit then
+applies after at most this long. Usage is always counted fresh, so racing
+creates are settled by the conductor recheck either way.
+"""),
     cfg.ListOpt(
         'quota_classes',
         default=[],

@@ -26,6 +26,8 @@ LOG = logging.getLogger(__name__)
 
 # (scope, name) -> internal ids of the flavors in it.
 flavors_in_scope = cache.TTLLookup('quota_flavor_cache_seconds')
+# (project, flavor ID, class) -> the limits that apply.
+limits_for = cache.TTLLookup('quota_limits_cache_seconds')
 
 
 def quota_class(flavor):
@@ -48,8 +50,9 @@ class PerFlavorQuotaDriver(quota.DbQuotaDriver):
 
     def _scoped_usage(self, context, project_id, flavor):
         """Yield (scope, name, limits, usage) for each limit on ``flavor``."""
-        limits = db.limits_for(db.CONF, project_id, flavor.flavorid,
-                               quota_class(flavor))
+        limits = limits_for.get(
+            (project_id, flavor.flavorid, quota_class(flavor)),
+            lambda key: db.limits_for(db.CONF, *key))
         for (scope, name), scope_limits in sorted(limits.items()):
             if all(limit < 0 for limit in scope_limits.values()):
                 continue

@@ -109,6 +109,7 @@ class EmbeddedNova(test.TestCase,
             set()))
         for lookup in (failure_domains.domains_by_level,
                        per_flavor.flavors_in_scope,
+                       per_flavor.limits_for,
                        image_locality.hosts_by_image,
                        host_class.image_classes):
             lookup.clear()

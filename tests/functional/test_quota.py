@@ -251,8 +251,8 @@ class ConcurrentCreatesTest(QuotaTestCase):
     with the quota fault, nothing stays in BUILD, and ``quota usage``
     agrees with the ACTIVE servers.
 
-    Nova's in-process services on file-backed sqlite (WAL); the MariaDB
-    version of this test is still to be written (see doc/source/quota.rst).
+    Nova's in-process services on file-backed sqlite (WAL); the same burst
+    against real processes on MariaDB is tests.system.test_quota_race.
     """
 
     K = 5
