@@ -46,6 +46,7 @@ def main(argv=None):
         return (name if name.endswith('.conf')
                 else os.path.join(model.EXAMPLES, 'conf', name + '.conf'))
 
+    engine.parse_defaults()
     cluster = model.load_cluster(example(args.cluster))
     runs = []
     for seed in args.seeds:

@@ -330,6 +330,8 @@ def main(argv=None):
         logging.basicConfig(level=logging.WARNING,
                             format='%(levelname)s %(name)s: %(message)s')
         try:
+            from nova_ext.simulator import engine
+            engine.parse_defaults()
             return run_simulate(args)
         except CommandError as error:
             print('nova-ext-manage: %s' % error, file=sys.stderr)

@@ -82,12 +82,24 @@ def setup_nova():
 
     objects.register_all()
     ext_conf.register_opts(nova.conf.CONF)
+    # No CONF() call here: parsing resets every override, including those a
+    # test process's fixtures rely on (it broke later tests in the same
+    # worker). Commands parse Nova's defaults themselves (parse_defaults).
+    _nova_ready = True
+
+
+def parse_defaults():
+    """For a command line: Nova's and nova-ext's defaults, no config files
+    (fragments are applied as overrides on top).
+    """
+    import nova.conf
+
+    from nova_ext import conf as ext_conf
+
+    ext_conf.register_opts(nova.conf.CONF)
     if nova.conf.CONF._args is None:
-        # not parsed yet (a test or nova-ext-manage may have): Nova's
-        # defaults, no config files
         nova.conf.CONF([], project='nova', default_config_files=[],
                        default_config_dirs=[])
-    _nova_ready = True
 
 
 def apply_fragment(conf, path):

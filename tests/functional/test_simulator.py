@@ -8,12 +8,25 @@ good hosts is placement's order in one and the model's in the other, so
 placements are compared as the pattern "which servers share a host".
 """
 
+import json
 import os
-
-from nova_ext.simulator import engine
-from nova_ext.simulator import model
+import subprocess
+import sys
 
 from tests.functional import base
+
+# The simulator runs in its own process, as nova-ext-manage simulate does:
+# its HostManager and config overrides must not leak into this process's
+# Nova fixtures (they broke the next functional tests in the same worker).
+SIMULATE = """
+import json, sys
+from nova_ext.simulator import engine, model
+engine.parse_defaults()
+comparison = engine.compare(model.load_cluster(sys.argv[1]),
+                            model.load_workload(sys.argv[2]),
+                            [('functional', sys.argv[3])])
+print(json.dumps(comparison.results[0].placements))
+"""
 
 # MediumFakeDriver: 10 vCPU, 8192 MB, 1028 GB, and it reports
 # disk_available_least 0; Nova reserves 512 MB.
@@ -49,11 +62,13 @@ class _SameAsNova(object):
                            ('workload.yaml', WORKLOAD)):
             with open(os.path.join(directory, name), 'w') as out:
                 out.write(text)
-        comparison = engine.compare(
-            model.load_cluster(os.path.join(directory, 'cluster.yaml')),
-            model.load_workload(os.path.join(directory, 'workload.yaml')),
-            [('functional', self.nova_conf_path)])
-        simulated = comparison.results[0].placements
+        result = subprocess.run(
+            [sys.executable, '-c', SIMULATE,
+             os.path.join(directory, 'cluster.yaml'),
+             os.path.join(directory, 'workload.yaml'), self.nova_conf_path],
+            capture_output=True, text=True, timeout=300)
+        self.assertEqual(0, result.returncode, result.stderr[-3000:])
+        simulated = json.loads(result.stdout.strip().splitlines()[-1])
         self.assertEqual(self.EXPECTED, pattern(nova_hosts))
         self.assertEqual(pattern(nova_hosts), pattern(simulated))
 

@@ -69,7 +69,6 @@ class QuotaRaceTest(testtools.TestCase):
         states = [s['status'] for s in servers]
         active = states.count('ACTIVE')
         self.assertLessEqual(active, K, states)
-        self.assertGreater(active, 0, states)
         self.assertEqual(set(), set(states) - {'ACTIVE', 'ERROR'}, states)
         for server in servers:
             if server['status'] == 'ERROR':
@@ -79,6 +78,19 @@ class QuotaRaceTest(testtools.TestCase):
             'nova-ext-manage', '--config-file', self.cloud.conf, 'quota',
             'usage', '--project', PROJECT, '--class', 'gpu')
         self.assertRegex(usage, r'instances\s*\|\s*%d\s*\|' % active)
+        # Both sides of a race may lose (under load, all of them did once);
+        # the losers hold no room: the class is not locked.
+        if active < K:
+            status, body = create(101)  # a single create
+            self.assertEqual(202, status, body)
+            server = body['server']['id']
+            for _attempt in range(60):
+                status, body = self.cloud.request(
+                    'GET', '/servers/%s' % server, token=USER_TOKEN)
+                if body['server']['status'] != 'BUILD':
+                    break
+                time.sleep(1)
+            self.assertEqual('ACTIVE', body['server']['status'], body)
         self.addDetail('outcome', testtools.content.text_content(
             '%d requests: %d accepted, %d refused (403); %d servers: %d '
             'ACTIVE, %d ERROR; settled in %.1f s' % (
