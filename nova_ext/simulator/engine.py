@@ -334,8 +334,6 @@ class Simulation:
         from nova_ext.scheduler.request_filters import host_class
         from nova_ext.scheduler.weights import image_locality
 
-        # Nova picks among host_subset_size best hosts with ``random``.
-        random.seed(self.workload.seed if seed is None else seed)
         hm_class = _host_manager_class()
         aggregates = self._aggregates()
         hm_class.aggregates = aggregates
@@ -385,6 +383,11 @@ class Simulation:
         for level in ('rack', 'row'):
             domains[level] = {h.name: {getattr(h, level)} for h in hosts}
 
+        # Nova picks among host_subset_size best hosts with ``random``:
+        # seeded for repeatable runs, and given back afterwards so the
+        # process's other users of ``random`` are not made predictable.
+        random_state = random.getstate()
+        random.seed(self.workload.seed if seed is None else seed)
         image_locality.use_source(lambda image: hosts_with_image[image])
         failure_domains.use_source(lambda level: domains.get(level, {}))
         try:
@@ -396,6 +399,7 @@ class Simulation:
         finally:
             image_locality.use_source(None)
             failure_domains.use_source(None)
+            random.setstate(random_state)
 
     def _replay(self, conf, config_path, name, progress, host_manager,
                 scheduler, states, capacity, used, instances_on, index_of,
