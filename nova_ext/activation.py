@@ -115,23 +115,38 @@ def record_and_compare(active, conf=CONF):
                   problem)
 
 
+def activation_states(conf, expected_driver):
+    """Every Nova API and conductor service, and every recorded activation:
+    (binary, host, recorded driver or None, when or None, agrees).
+    """
+    from nova_ext.quota import db
+    recorded = {(host, binary): (driver, when) for host, binary, _pid,
+                driver, when in db.list_activations(conf)
+                if binary in QUOTA_BINARIES}
+    states = []
+    for host, binary in sorted(set(nova_services(conf)) | set(recorded)):
+        driver, when = recorded.get((host, binary), (None, None))
+        states.append((binary, host, driver, when,
+                       (driver or None) == (expected_driver or None)))
+    return states
+
+
 def consistency_problems(conf, expected_driver):
     """Processes that recorded a different quota driver, and Nova API and
     conductor services that never recorded any.
     """
-    from nova_ext.quota import db
     problems = []
-    recorded = {}
-    for host, binary, pid, driver, _when in db.list_activations(conf):
-        recorded[(host, binary)] = driver
-        if binary in QUOTA_BINARIES and driver != expected_driver:
-            problems.append('%s on %s runs quota driver %s, not %s' % (
-                binary, host, driver or 'none', expected_driver))
-    for host, binary in nova_services(conf):
-        if (host, binary) not in recorded:
+    for binary, host, driver, when, agrees in activation_states(
+            conf, expected_driver):
+        if agrees:
+            continue
+        if when is None:
             problems.append('%s on %s has not activated nova-ext (no '
                             '?plugin=nova_ext in its [api_database] '
                             'connection, or not restarted)' % (binary, host))
+        else:
+            problems.append('%s on %s runs quota driver %s, not %s' % (
+                binary, host, driver or 'none', expected_driver))
     return problems
 
 

@@ -283,23 +283,18 @@ def run_quota(args, conf, out=sys.stdout):
                   file=out)
             _table(['resource', 'in use', 'limit'], rows, out)
         elif args.command == 'check':
-            return check(conf, activation, db, out)
+            return check(conf, activation, out)
     except commands.CommandError as error:
         raise CommandError(str(error))
     return 0
 
 
-def check(conf, activation, db, out):
+def check(conf, activation, out):
     expected = conf.nova_ext.quota_driver
-    recorded = {(host, binary): (driver, when) for host, binary, _pid,
-                driver, when in db.list_activations(conf)}
-    rows = []
-    for host, binary in sorted(set(activation.nova_services(conf))
-                               | set(recorded)):
-        driver, when = recorded.get((host, binary), (None, None))
-        ok = (driver or None) == (expected or None)
-        rows.append([binary, host, driver or '-', when or 'never',
-                     'ok' if ok else 'MISMATCH'])
+    rows = [[binary, host, driver or '-', when or 'never',
+             'ok' if agrees else 'MISMATCH']
+            for binary, host, driver, when, agrees
+            in activation.activation_states(conf, expected)]
     print('[nova_ext] quota_driver here: %s' % (expected or 'none'),
           file=out)
     _table(['binary', 'host', 'quota driver', 'activated', 'state'], rows,
@@ -354,9 +349,10 @@ def main(argv=None):
             config_args += ['--config-file', path]
         config.parse_args(config_args, init_rpc=False,
                           configure_db=args.category in ('db', 'quota'))
-        # Registers [DEFAULT] transport_url, which cell mappings refer to.
-        oslo_messaging.TransportURL.parse(conf)
         if args.category in ('db', 'quota'):
+            # Registers [DEFAULT] transport_url, which cell mappings refer
+            # to.
+            oslo_messaging.TransportURL.parse(conf)
             return run_quota(args, conf)
         placement = utils.get_ksa_adapter('placement')
         return run(args, placement, conf.nova_ext.maintenance_trait)

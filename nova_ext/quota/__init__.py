@@ -49,10 +49,6 @@ class ActivationError(Exception):
     pass
 
 
-def active_driver_name():
-    return _active.get('name')
-
-
 def activate(conf=CONF, binary=None):
     """Install ``[nova_ext] quota_driver`` in this process; idempotent.
 

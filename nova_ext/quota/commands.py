@@ -135,12 +135,7 @@ def usage(conf, project_id, flavor=None, quota_class=None):
     ctxt = _nova_context()
     in_use = db.count_usage(ctxt, project_id,
                             db.flavors_in_scope(ctxt, scope, name))
-    limits = {}
-    # Default first, then the project's own rows win.
-    for row_project in (db.DEFAULT_PROJECT, project_id):
-        for _p, _s, _n, resource, limit in db.list_limits(
-                conf, row_project, scope, name):
-            limits[resource] = limit
+    limits = db.scope_limits(conf, project_id, scope, name)
     return scope, name, [(resource, in_use[resource],
                           limits.get(resource, UNLIMITED))
                          for resource in db.RESOURCES]

@@ -112,11 +112,20 @@ def limits_for(conf, project_id, flavorid, quota_class):
     Returns {(scope, name): {resource: limit}}, the project's own row
     winning over the ``*`` default.
     """
-    targets = [sa.and_(FlavorQuota.scope == 'flavor',
-                       FlavorQuota.name == flavorid)]
+    scopes = [('flavor', flavorid)]
     if quota_class:
-        targets.append(sa.and_(FlavorQuota.scope == 'class',
-                               FlavorQuota.name == quota_class))
+        scopes.append(('class', quota_class))
+    return _limits(conf, project_id, scopes)
+
+
+def scope_limits(conf, project_id, scope, name):
+    """{resource: limit} for one scope, as :func:`limits_for` applies them."""
+    return _limits(conf, project_id, [(scope, name)]).get((scope, name), {})
+
+
+def _limits(conf, project_id, scopes):
+    targets = [sa.and_(FlavorQuota.scope == scope, FlavorQuota.name == name)
+               for scope, name in scopes]
     with context_manager(conf).reader.using(_Ctx()) as session:
         rows = session.query(FlavorQuota).filter(
             FlavorQuota.project_id.in_([project_id, DEFAULT_PROJECT]),
