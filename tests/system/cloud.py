@@ -45,6 +45,7 @@ class LoopbackNova(fixtures.Fixture):
     def _start_cloud(self):
         self.dbs = self.useFixture(processes.Databases(
             'api', 'cell0', 'cell1', 'placement'))
+        self.vhost = self.useFixture(processes.Vhost())
         self.placement_port = processes.free_port()
         self.api_port = processes.free_port()
         self.conf = self._write('nova.conf', self._nova_conf(db=True))
@@ -78,31 +79,20 @@ class LoopbackNova(fixtures.Fixture):
         self._discover_computes()
 
     def _nova_conf(self, db, host='ctl'):
-        os.makedirs(os.path.join(self.dir, 'state-' + host), exist_ok=True)
-        lines = [
-            '[DEFAULT]',
-            'transport_url = rabbit://guest:guest@127.0.0.1:5672/',
-            'host = %s' % host,
-            'compute_driver = fake.FakeDriverWithoutFakeNodes',
-            'state_path = %s' % os.path.join(self.dir, 'state-' + host),
-            'graceful_shutdown_timeout = 5',
-            'vif_plugging_timeout = 0',
-            '[placement]',
-            'auth_type = admin_token',
-            'endpoint = http://127.0.0.1:%d' % self.placement_port,
-            'token = admin',
-            '[conductor]', 'workers = 1',
-            '[scheduler]', 'workers = 1',
-            '[oslo_concurrency]', 'lock_path = %s' % self.dir,
-        ]
-        if db:
-            lines += [
-                '[api_database]',
-                'connection = %s' % self.dbs.url('api'),
-                '[database]',
-                'connection = %s' % self.dbs.url('cell1'),
-            ]
-        return '\n'.join(lines) + '\n' + self.nova_ext_conf + '\n'
+        state = os.path.join(self.dir, 'state-' + host)
+        os.makedirs(state, exist_ok=True)
+        return processes.nova_conf(
+            self.dbs, self.vhost, host, self.dir, [
+                'auth_type = admin_token',
+                'endpoint = http://127.0.0.1:%d' % self.placement_port,
+                'token = admin',
+            ], databases=db, extra='\n'.join([
+                '[DEFAULT]',
+                'compute_driver = fake.FakeDriverWithoutFakeNodes',
+                'state_path = %s' % state,
+                'vif_plugging_timeout = 0',
+                '[scheduler]', 'workers = 1',
+                self.nova_ext_conf]))
 
     def _write(self, name, text):
         path = os.path.join(self.dir, name)

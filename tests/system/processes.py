@@ -69,6 +69,57 @@ class Databases(fixtures.Fixture):
             '?plugin=nova_ext' if plugin else '')
 
 
+class Vhost(fixtures.Fixture):
+    """A RabbitMQ vhost of its own, deleted on cleanup: system tests run
+    in parallel, and Nova's queues ('conductor', 'scheduler' ...) are named
+    alike in every run, so a shared vhost lets one run's conductor answer
+    another run's computes.
+    """
+
+    def _setUp(self):
+        self.name = 'nxt_%s' % uuid.uuid4().hex[:8]
+        self._ctl('add_vhost', self.name)
+        self.addCleanup(self._ctl, 'delete_vhost', self.name)
+        self._ctl('set_permissions', '-p', self.name, 'guest', '.*', '.*',
+                  '.*')
+
+    @staticmethod
+    def _ctl(*args):
+        subprocess.run(('rabbitmqctl',) + args, check=True,
+                       capture_output=True, timeout=60)
+
+    @property
+    def transport_url(self):
+        return 'rabbit://guest:guest@%s:%d/%s' % (RABBITMQ + (self.name,))
+
+
+def nova_conf(dbs, vhost, host, lock_path, placement, databases=True,
+              plugin=True, extra=''):
+    """nova.conf for one real Nova process on loopback.
+
+    ``placement``: the ``[placement]`` lines (how the process reaches it);
+    ``databases``: False for nova-compute, which must not have them;
+    ``plugin``: ``?plugin=nova_ext`` on the database URLs; ``extra``: more
+    nova.conf text, appended.
+    """
+    lines = [
+        '[DEFAULT]',
+        'transport_url = %s' % vhost.transport_url,
+        'host = %s' % host,
+        'graceful_shutdown_timeout = 5',
+        '[placement]',
+    ] + list(placement) + [
+        '[conductor]', 'workers = 1',
+        '[oslo_concurrency]', 'lock_path = %s' % lock_path,
+    ]
+    if databases:
+        lines += [
+            '[api_database]', 'connection = %s' % dbs.url('api', plugin),
+            '[database]', 'connection = %s' % dbs.url('cell1', plugin),
+        ]
+    return '\n'.join(lines) + '\n' + extra + '\n'
+
+
 def run(*argv, env=None):
     """Run a console script of this venv; return its output or fail."""
     result = subprocess.run((os.path.join(BIN, argv[0]),) + argv[1:],

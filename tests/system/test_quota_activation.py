@@ -22,29 +22,9 @@ from tests.system import processes
 ACTIVE = 'nova-ext: quota driver active: per_flavor'
 
 
-def nova_conf(dbs, host, state_dir, plugin=True, quota_driver=True):
-    return '\n'.join([
-        '[DEFAULT]',
-        'transport_url = rabbit://guest:guest@127.0.0.1:5672/',
-        'host = %s' % host,
-        'graceful_shutdown_timeout = 5',
-        '[placement]',
-        '# Nothing is scheduled; nova-conductor only needs a client.',
-        'auth_type = none',
-        'endpoint_override = http://127.0.0.1:9/placement',
-        '[api_database]',
-        'connection = %s' % dbs.url('api', plugin),
-        '[database]',
-        'connection = %s' % dbs.url('cell1', plugin),
-        '[conductor]',
-        'workers = 1',
-        '[api]',
-        'auth_strategy = noauth2',
-        '[nova_ext]',
-        'quota_driver = per_flavor' if quota_driver else '',
-        '[oslo_concurrency]',
-        'lock_path = %s' % state_dir,
-    ]) + '\n'
+# Nothing is scheduled; nova-conductor only needs a placement client.
+NO_PLACEMENT = ['auth_type = none',
+                'endpoint_override = http://127.0.0.1:9/placement']
 
 
 class QuotaActivationTest(testtools.TestCase):
@@ -53,6 +33,7 @@ class QuotaActivationTest(testtools.TestCase):
         super().setUp()
         processes.require_services()
         self.dbs = self.useFixture(processes.Databases('api', 'cell1'))
+        self.vhost = self.useFixture(processes.Vhost())
         self.dir = self.useFixture(fixtures.TempDir()).path
         self.conf = self.write_conf('nova.conf', 'sys-a')
         processes.run('nova-manage', '--config-file', self.conf,
@@ -68,8 +49,11 @@ class QuotaActivationTest(testtools.TestCase):
                    directory=None):
         path = os.path.join(directory or self.dir, name)
         with open(path, 'w') as f:
-            f.write(nova_conf(self.dbs, host, self.dir, plugin=plugin,
-                              quota_driver=quota_driver))
+            f.write(processes.nova_conf(
+                self.dbs, self.vhost, host, self.dir, NO_PLACEMENT,
+                plugin=plugin,
+                extra='[nova_ext]\nquota_driver = per_flavor\n'
+                if quota_driver else ''))
         return path
 
     def start_conductor(self, conf, log_name):
