@@ -207,8 +207,55 @@ value, and ``nova-ext-manage quota set --class`` refuses unknown classes.
 """),
 ]
 
-ALL_OPTS = (failure_domain_opts + bin_packing_opts + image_locality_opts
-            + request_filter_opts + quota_opts)
+libvirt_opts = [
+    cfg.ListOpt(
+        'guest_mutators',
+        default=[],
+        help="""
+Guest-config mutators the nova-ext libvirt driver applies, in this order, to
+every domain it builds (spawn, hard reboot, rescue, resize and migration
+finish). Names from the ``nova_ext.virt.libvirt.guest_mutators`` entry-point
+namespace; nova-ext ships ``domain_metadata``, ``oem_strings`` and
+``memory_sharing``. An unknown name stops nova-compute at start with an error
+naming it. Read by nova-compute with ``compute_driver =
+nova_ext_libvirt.LibvirtDriver`` (``nova-ext-manage driver install``).
+"""),
+    cfg.DictOpt(
+        'failure_domain',
+        default={},
+        help="""
+This compute host's failure domains, ``level:domain`` pairs, for example
+``rack:r12,row:b,power:pdu-3``. The nova-ext libvirt driver reports them as
+traits ``CUSTOM_NOVA_EXT_FD_<LEVEL>_<DOMAIN>`` on the host's resource
+provider (keeping every other trait), replacing the ``CUSTOM_NOVA_EXT_FD_``
+traits it reported before; FailureDomainAntiAffinityFilter and
+FailureDomainSpreadWeigher read them when ``failure_domain_sources`` includes
+``traits``. Levels must be in ``failure_domain_levels``. Empty: the driver
+leaves ``CUSTOM_NOVA_EXT_FD_`` traits alone (an operator may set them with
+``openstack resource provider trait set``).
+"""),
+]
+
+failure_domain_source_opts = [
+    cfg.ListOpt(
+        'failure_domain_sources',
+        default=['aggregates', 'traits'],
+        item_type=cfg.types.String(choices=['aggregates', 'traits']),
+        help="""
+Where FailureDomainAntiAffinityFilter and FailureDomainSpreadWeigher learn a
+host's failure domains, in order of precedence: ``aggregates`` (metadata
+``nova_ext:failure_domain:<level>=<domain>``) and ``traits`` (placement traits
+``CUSTOM_NOVA_EXT_FD_<LEVEL>_<DOMAIN>`` on the host's compute-node resource
+provider, reported by the nova-ext libvirt driver from ``[nova_ext]
+failure_domain`` or set by an operator). A domain from traits is named by the
+trait's normalised suffix (``rack:r-12`` becomes ``R_12``). Traits are read
+from placement at most once per ``failure_domain_cache_seconds`` per level.
+"""),
+]
+
+ALL_OPTS = (failure_domain_opts + failure_domain_source_opts
+            + bin_packing_opts + image_locality_opts
+            + request_filter_opts + quota_opts + libvirt_opts)
 
 DATABASE_GROUP = cfg.OptGroup(
     'nova_ext_database',

@@ -10,6 +10,7 @@
     nova-ext-manage quota delete --project P (--flavor F | --class C)
     nova-ext-manage quota usage --project P (--flavor F | --class C)
     nova-ext-manage quota check
+    nova-ext-manage driver install | remove | check
     nova-ext-manage simulate [--cluster FILE] [--workload FILE]
                              [--conf FILE ...] [--seed N] [--arrivals N]
                              [--plot DIR] [--json FILE]
@@ -24,6 +25,13 @@ section, as for Nova's own services.
 per-flavor quota limits (``--project '*'``: the default for every project;
 -1: unlimited) and ``quota check`` says whether every nova-api and
 nova-conductor activated the same quota driver (exit code 1 if not).
+
+``driver install`` puts the module that lets an unmodified nova-compute load
+nova-ext's libvirt driver (``compute_driver = nova_ext_libvirt.LibvirtDriver``)
+into Nova's ``nova/virt`` package; re-run it after upgrading Nova. ``check``
+says whether it is in place, what nova.conf's ``compute_driver`` is and which
+guest mutators are installed and enabled (exit code 1 when the driver cannot
+load); ``remove`` takes the module out again.
 
 ``simulate`` replays a workload on a modeled cluster through Nova's real
 scheduler code once per nova.conf fragment and compares them side by side
@@ -145,6 +153,11 @@ def build_parser():
     quota_commands.add_parser(
         'check', help='do all nova-api and nova-conductor processes run the '
                       'same quota driver?')
+
+    driver = commands.add_parser(
+        'driver', help="the module that lets nova-compute load nova-ext's "
+                       "libvirt driver")
+    driver.add_argument('action', choices=['install', 'remove', 'check'])
 
     simulate = commands.add_parser(
         'simulate', help="replay a workload on a modeled cluster through "
@@ -302,6 +315,37 @@ def check(conf, activation, out):
     return 0 if all(row[-1] == 'ok' for row in rows) else 1
 
 
+def run_driver(args, conf=None, out=sys.stdout):
+    from nova_ext.virt.libvirt import mutators
+    from nova_ext.virt.libvirt import shim
+
+    try:
+        if args.action != 'check':
+            print(getattr(shim, args.action)(), file=out)
+            return 0
+        ok, lines = shim.check()
+    except shim.ShimError as error:
+        raise CommandError(str(error))
+    for line in lines:
+        print(line, file=out)
+    if conf is not None:
+        print('nova.conf compute_driver: %s%s' % (
+            conf.compute_driver,
+            '' if conf.compute_driver == shim.COMPUTE_DRIVER
+            else ' (not nova-ext\'s driver)'), file=out)
+        installed = set(mutators.installed())
+        enabled = conf.nova_ext.guest_mutators
+        print('guest mutators installed: %s' % (
+            ', '.join(sorted(installed)) or 'none'), file=out)
+        print('[nova_ext] guest_mutators: %s' % (
+            ', '.join(enabled) or 'none'), file=out)
+        unknown = [name for name in enabled if name not in installed]
+        if unknown:
+            print('not installed: %s' % ', '.join(unknown), file=out)
+            ok = False
+    return 0 if ok else 1
+
+
 def run(args, placement, trait, out=sys.stdout):
     """Carry out parsed ``args`` against a placement keystoneauth Adapter."""
     maintenance = Maintenance(placement, trait)
@@ -331,6 +375,12 @@ def main(argv=None):
         except CommandError as error:
             print('nova-ext-manage: %s' % error, file=sys.stderr)
             return 1
+    if args.category == 'driver' and args.action != 'check':
+        try:
+            return run_driver(args)
+        except CommandError as error:
+            print('nova-ext-manage: %s' % error, file=sys.stderr)
+            return 1
     import oslo_messaging
 
     import nova.conf
@@ -354,6 +404,8 @@ def main(argv=None):
             # to.
             oslo_messaging.TransportURL.parse(conf)
             return run_quota(args, conf)
+        if args.category == 'driver':
+            return run_driver(args, conf)
         placement = utils.get_ksa_adapter('placement')
         return run(args, placement, conf.nova_ext.maintenance_trait)
     except (CommandError, cfg.Error) as error:

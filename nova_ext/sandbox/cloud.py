@@ -108,6 +108,7 @@ class EmbeddedNova(test.TestCase,
             'nova_ext.scheduler.request_filters.maintenance._traits_created',
             set()))
         for lookup in (failure_domains.domains_by_level,
+                       failure_domains.trait_domains_by_level,
                        per_flavor.flavors_in_scope,
                        per_flavor.limits_for,
                        image_locality.hosts_by_image,

@@ -15,11 +15,17 @@ flavor extra spec (the same keys)::
 
 When both carry a key the flavor's value wins: the flavor is the operator's
 policy, the hint is the user's wish.
+
+A second source (``[nova_ext] failure_domain_sources``): placement traits
+``CUSTOM_NOVA_EXT_FD_<LEVEL>_<DOMAIN>`` on a host's compute-node provider,
+which the nova-ext libvirt driver reports from the compute's own ``[nova_ext]
+failure_domain``. Aggregates win where both name a domain.
 """
 
 import collections
 import typing as ty
 
+import os_traits
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -31,6 +37,7 @@ ext_conf.register_opts(CONF)
 LOG = logging.getLogger(__name__)
 
 AGGREGATE_KEY_PREFIX = 'nova_ext:failure_domain:'
+TRAIT_PREFIX = 'CUSTOM_NOVA_EXT_FD_'
 SPREAD_LEVEL = 'nova_ext:spread_level'
 SPREAD_MAX_PER_DOMAIN = 'nova_ext:spread_max_per_domain'
 
@@ -52,9 +59,27 @@ class SpreadRequest(ty.NamedTuple):
     members_per_domain: collections.Counter
     # [nova_ext] hosts_without_failure_domain == 'host', read once
     own_domain: bool
+    # {resource provider name: set of domains} at ``level`` from traits
+    trait_domains: dict = {}
+    # 'aggregates' in [nova_ext] failure_domain_sources, read once
+    use_aggregates: bool = True
 
     def domain_of(self, host_state):
-        return host_domain(host_state, self.level, self.own_domain)
+        return host_domain(host_state, self.level, self.own_domain,
+                           self.trait_domains, self.use_aggregates)
+
+
+def _normalized(text):
+    return os_traits.normalize_name(text)[len('CUSTOM_'):]
+
+
+def trait_prefix(level):
+    return TRAIT_PREFIX + _normalized(level) + '_'
+
+
+def domain_trait(level, domain):
+    """The placement trait saying "in ``domain`` at ``level``"."""
+    return trait_prefix(level) + _normalized(domain)
 
 
 def _requested(spec_obj, key):
@@ -72,17 +97,20 @@ def _requested(spec_obj, key):
     return None, None
 
 
-def host_domain(host_state, level, own_domain=None):
+def host_domain(host_state, level, own_domain=None, trait_domains=None,
+                use_aggregates=True):
     """The host's failure domain at ``level``, or NO_DOMAIN.
 
     A host in two aggregates naming different domains at one level is
     misconfigured: it gets NO_DOMAIN and a warning, rather than a guess.
+    Without an aggregate domain, the domain its provider's traits name
+    (``trait_domains``: {provider name: domains}), if exactly one.
     ``own_domain`` (default: from nova.conf) makes a host without a domain
     a domain of its own.
     """
     key = AGGREGATE_KEY_PREFIX + level
     found = NO_DOMAIN
-    for aggregate in host_state.aggregates:
+    for aggregate in host_state.aggregates if use_aggregates else ():
         domain = aggregate.metadata.get(key)
         if domain is None or domain == found:
             continue
@@ -99,6 +127,10 @@ def host_domain(host_state, level, own_domain=None):
         break
     if found is not NO_DOMAIN:
         return found
+    if trait_domains:
+        from_traits = trait_domains.get(host_state.nodename, ())
+        if len(from_traits) == 1:
+            return next(iter(from_traits))
     if own_domain is None:
         own_domain = CONF.nova_ext.hosts_without_failure_domain == 'host'
     if own_domain:
@@ -173,20 +205,24 @@ def spread_request(spec_obj, host_states, default_level=None):
             % (level_source, SPREAD_LEVEL, level, group.uuid, group.policy))
 
     own_domain = CONF.nova_ext.hosts_without_failure_domain == 'host'
+    use_aggregates = 'aggregates' in CONF.nova_ext.failure_domain_sources
+    trait_domains = _trait_domains(level)
     per_host = _members_per_host(group, spec_obj.instance_uuid, host_states)
     candidates = {hs.host: hs for hs in host_states}
     unlisted = [host for host in per_host if host not in candidates]
-    unlisted_domains = _domains_of_unlisted_hosts(unlisted, level,
-                                                  own_domain)
+    unlisted_domains = _domains_of_unlisted_hosts(
+        unlisted, level, own_domain, trait_domains, use_aggregates)
     per_domain = collections.Counter()
     for host, count in per_host.items():
         if host in candidates:
-            domain = host_domain(candidates[host], level, own_domain)
+            domain = host_domain(candidates[host], level, own_domain,
+                                 trait_domains, use_aggregates)
         else:
             domain = unlisted_domains[host]
         if domain is not NO_DOMAIN:
             per_domain[domain] += count
-    return SpreadRequest(level, max_per_domain, per_domain, own_domain)
+    return SpreadRequest(level, max_per_domain, per_domain, own_domain,
+                         trait_domains, use_aggregates)
 
 
 def _domains_at_level(level):
@@ -205,7 +241,44 @@ def _domains_at_level(level):
     return dict(found)
 
 
+def _domains_from_traits(level):
+    """{provider name: set of domains} for every provider with a
+    ``CUSTOM_NOVA_EXT_FD_<LEVEL>_`` trait: one placement call to list the
+    traits, one per trait (domain) for its providers.
+    """
+    from nova.scheduler.client import report
+
+    client = report.report_client_singleton()
+    prefix = trait_prefix(level)
+    found = collections.defaultdict(set)
+    try:
+        resp = client.get('/traits?name=startswith:' + prefix,
+                          version='1.6')
+        resp.raise_for_status()
+        for trait in resp.json()['traits']:
+            resp = client.get('/resource_providers?required=' + trait,
+                              version='1.18')
+            resp.raise_for_status()
+            for provider in resp.json()['resource_providers']:
+                found[provider['name']].add(trait[len(prefix):])
+    except Exception as error:
+        # placement trouble must cost this source, not the scheduler
+        LOG.warning("nova-ext: could not read the %s* traits from "
+                    "placement (%s); failure domains at level %s come "
+                    "from aggregates only for now", prefix, error, level)
+        return {}
+    return dict(found)
+
+
+def _trait_domains(level):
+    if _source is not None or (
+            'traits' not in CONF.nova_ext.failure_domain_sources):
+        return {}
+    return trait_domains_by_level.get(level, _domains_from_traits)
+
+
 domains_by_level = cache.TTLLookup('failure_domain_cache_seconds')
+trait_domains_by_level = cache.TTLLookup('failure_domain_cache_seconds')
 
 # None: ask the API database. Otherwise a callable level -> {host: domains}.
 _source = None
@@ -221,7 +294,8 @@ def use_source(source):
     _source = source
 
 
-def _domains_of_unlisted_hosts(hosts, level, own_domain):
+def _domains_of_unlisted_hosts(hosts, level, own_domain, trait_domains,
+                               use_aggregates=True):
     """Domains of members' hosts that are not among this request's candidates.
 
     Placement or an earlier filter (ServerGroupAntiAffinityFilter removes
@@ -232,11 +306,14 @@ def _domains_of_unlisted_hosts(hosts, level, own_domain):
         return {}
     if _source is not None:
         known = _source(level)
-    else:
+    elif use_aggregates:
         known = domains_by_level.get(level, _domains_at_level)
+    else:
+        known = {}
     domains = {}
     for host in hosts:
-        found = known.get(host, ())
+        # libvirt names its compute node (the provider) after the host
+        found = known.get(host) or trait_domains.get(host, ())
         if len(found) == 1:
             domains[host] = next(iter(found))
         else:

@@ -52,6 +52,45 @@ class HostDomainTest(test.NoDBTestCase):
                          failure_domains.host_domain(host('h1'), 'rack'))
 
 
+class TraitDomainTest(test.NoDBTestCase):
+    """Compute-reported domains: CUSTOM_NOVA_EXT_FD_<LEVEL>_<DOMAIN>."""
+
+    def test_trait_names_are_placement_custom_traits(self):
+        self.assertEqual('CUSTOM_NOVA_EXT_FD_RACK_R_12',
+                         failure_domains.domain_trait('rack', 'r-12'))
+        self.assertEqual('CUSTOM_NOVA_EXT_FD_POWER_PDU_3_A',
+                         failure_domains.domain_trait('power', 'pdu 3.a'))
+
+    def test_domain_from_traits_when_no_aggregate_says(self):
+        self.assertEqual('R1', failure_domains.host_domain(
+            host('h1'), 'rack', trait_domains={'h1': {'R1'}}))
+
+    def test_aggregates_win_over_traits(self):
+        self.assertEqual('r1', failure_domains.host_domain(
+            host('h1', 'r1'), 'rack', trait_domains={'h1': {'R9'}}))
+
+    def test_traits_alone_when_aggregates_are_not_a_source(self):
+        self.assertEqual('R9', failure_domains.host_domain(
+            host('h1', 'r1'), 'rack', trait_domains={'h1': {'R9'}},
+            use_aggregates=False))
+
+    def test_two_domain_traits_mean_no_domain(self):
+        self.assertIs(failure_domains.NO_DOMAIN, failure_domains.host_domain(
+            host('h1'), 'rack', trait_domains={'h1': {'R1', 'R2'}}))
+
+    def test_members_on_hosts_known_only_by_traits_count(self):
+        self.flags(failure_domain_sources=['traits'], group='nova_ext')
+        self.stub_out('nova_ext.scheduler.failure_domains._trait_domains',
+                      lambda level: {'h1': {'R1'}, 'h2': {'R1'},
+                                     'h3': {'R2'}})
+        spread = failure_domains.spread_request(
+            request({'nova_ext:spread_level': 'rack'},
+                    group=group(hosts=['h1'])),
+            [host('h2'), host('h3')])
+        self.assertEqual({'R1': 1}, dict(spread.members_per_domain))
+        self.assertEqual('R1', spread.domain_of(host('h2')))
+
+
 class SpreadRequestTest(test.NoDBTestCase):
 
     def test_no_level_no_spread(self):

@@ -35,6 +35,8 @@ class NamedExtraSpecValidator(base.ExtraSpecValidator):
             if high is None:
                 return 'a whole number of %s or more.' % low
             return 'a whole number from %s to %s.' % (low, high)
-        if 'pattern' in spec:
+        if spec['type'] is bool:
+            return 'true or false.'
+        if 'pattern' in spec and len(spec['pattern']) <= 40:
             return "a string matching '%s'." % spec['pattern']
         return self.description

@@ -13,6 +13,8 @@ from nova_ext import conf as ext_conf
 from nova_ext.quota import db as quota_db
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler.request_filters import host_class
+from nova_ext.virt.libvirt.mutators import memory_sharing
+from nova_ext.virt.libvirt.mutators import oem_strings
 
 CONF = cfg.CONF
 ext_conf.register_opts(CONF)
@@ -71,5 +73,22 @@ def register():
                 'type': str,
                 'enum': _Configured('quota_classes'),
             },
+        ),
+        validators.NamedExtraSpecValidator(
+            name=oem_strings.EXTRA_SPEC,
+            description=(
+                "SMBIOS OEM strings for the guest, separated by ';': at most "
+                "%d entries of 1-255 printable characters (oem_strings "
+                "guest mutator of the nova-ext libvirt driver)."
+                % oem_strings.MAX_ENTRIES),
+            value={'type': str, 'pattern': oem_strings.VALUE_PATTERN},
+        ),
+        validators.NamedExtraSpecValidator(
+            name=memory_sharing.EXTRA_SPEC,
+            description=(
+                'false: the host never merges this guest\'s memory pages '
+                '(KSM); memory_sharing guest mutator of the nova-ext '
+                'libvirt driver.'),
+            value={'type': bool},
         ),
     ]
