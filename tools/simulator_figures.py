@@ -21,7 +21,8 @@ from nova_ext.simulator import engine
 from nova_ext.simulator import model
 
 CONFIGS = ['nova-defaults', 'nova-packing', 'nova-ext-bin-packing',
-           'nova-ext-image-locality', 'nova-ext-failure-domain']
+           'nova-ext-image-locality', 'nova-ext-failure-domain',
+           'nova-ext-failure-domain-weigher']
 
 
 def main(argv=None):

@@ -58,6 +58,19 @@ class BinPackingWeigherTest(test.NoDBTestCase):
                                         host('b', 9, 1024))
         self.assertAlmostEqual(balanced, lopsided)
 
+    def test_a_resource_the_request_does_not_ask_for_is_not_stranded(self):
+        # Boot from volume (no root disk): both hosts keep all their disk.
+        # Counted as imbalance, that free disk would make the emptier host
+        # look more balanced and the weigher spread.
+        self.flags(bin_packing_resource_weights={
+            'vcpu': 1, 'ram': 1, 'disk': 1}, group='nova_ext')
+        empty, half = self.weigh(host('a', 0, 0), host('b', 5, 5120))
+        self.assertGreater(half, empty)
+        # vCPU and RAM only in the stranded term; disk (100 % free) still
+        # in the leftover mean
+        self.assertAlmostEqual(-(0.9 + 0.9 + 1.0) / 3, empty)
+        self.assertAlmostEqual(-(0.4 + 0.4 + 1.0) / 3, half)
+
     def test_resource_weights_make_it_memory_centric(self):
         self.flags(bin_packing_resource_weights={'ram': 1},
                    group='nova_ext')

@@ -85,8 +85,14 @@ class HandWorkedPlacementsTest(SimulatorTestCase):
         # "big" and still has 2 vCPU and 4 GiB... not the 6 GiB "ram".
         self.assertEqual(['h-001', 'h-001', 'h-001', 'h-002', None],
                          packing.placements)
-        self.assertEqual(['h-001', 'h-001', 'h-001', 'h-002', None],
+        # BinPackingWeigher keeps each host balanced (stranded weight 10):
+        # a second "small" on h-001 would leave it 50 % vCPU/RAM but 80 %
+        # disk free (imbalance 0.3, weight -(0.6 + 3)); on h-002 75/75/90 %
+        # (-(0.8 + 1.5)), so it goes there; the first "big" ties and takes
+        # h-001, the second fits only h-002.
+        self.assertEqual(['h-001', 'h-002', 'h-001', 'h-002', None],
                          bin_packing.placements)
+        self.assertEqual(4, bin_packing.placed_before_first_failure)
         # 5 arrivals need 7 vCPU <= 8 and 22 GiB > 16 GiB: the bound is 4.
         self.assertEqual(4, result.volume_bound)
         self.assertEqual(100.0, packing.percent_of_bound)

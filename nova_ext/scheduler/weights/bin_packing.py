@@ -9,8 +9,15 @@ have left *after* the request lands, as a fraction of its capacity
 
     free_r   = (capacity_r - used_r - requested_r) / capacity_r
     leftover = weighted mean of free_r
-    stranded = max(free_r) - min(free_r)
+    stranded = max(free_r) - min(free_r)    over the resources it asks for
     weight   = -(leftover + stranded_weight * stranded)
+
+The stranded term keeps every host balanced, so that a full cloud is full in
+every resource (in the simulator's mixed workload, 97 % of the volume bound
+against 84 % for Nova's own packing; doc/source/simulator.rst). A resource
+the request does not ask for (the root disk of a boot-from-volume server)
+cannot be stranded by it and is left out; otherwise its constant free space
+would count as imbalance and push servers to empty hosts.
 
 Driven by ``[nova_ext] bin_packing_weight_multiplier`` (positive packs,
 negative spreads; aggregate metadata ``nova_ext:bin_packing_weight_multiplier``
@@ -67,7 +74,8 @@ class BinPackingWeigher(weights.PerRequestWeigher):
                 disk_total * host_state.disk_allocation_ratio,
                 disk_total - host_state.free_disk_mb, requested[2]),
         )
-        counted = [f for f, w in zip(free, resource_weights) if w > 0]
         leftover = sum(f * w for f, w in zip(free, resource_weights))
-        stranded = max(counted) - min(counted)
+        asked = [f for f, w, r in zip(free, resource_weights, requested)
+                 if w > 0 and r > 0]
+        stranded = max(asked) - min(asked) if asked else 0.0
         return -(leftover / total_weight + stranded_weight * stranded)
