@@ -10,6 +10,7 @@ domain XML the driver handed to libvirt.
 import os
 import subprocess
 import sys
+from unittest import mock
 
 import fixtures
 from lxml import etree
@@ -248,6 +249,26 @@ class TestMutators(LibvirtDriverTestCase):
         self._wait_for_state_change(server, 'RESCUE')
         xml = self.domain_xml(server)
         self.assertEqual(['asset=A-2'], oem_strings(xml))
+        self.assertIsNotNone(nova_ext_metadata(xml))
+
+    def test_resize_builds_the_new_flavor_s_changes(self):
+        # Given a server whose flavor asks for OEM strings and no KSM
+        self.flags(allow_resize_to_same_host=True)
+        server = self.boot(self.flavor({'nova_ext:oem_strings': 'asset=old',
+                                        'nova_ext:memory_sharing': 'false'}))
+        # When it is resized to a flavor asking for other strings and KSM
+        bigger = self._create_flavor(
+            memory_mb=1024, vcpu=1, disk=1,
+            extra_spec={'nova_ext:oem_strings': 'asset=new'})
+        # (no disk to copy: Nova's libvirt functional tests stub the same)
+        with mock.patch('nova.virt.libvirt.driver.LibvirtDriver'
+                        '.migrate_disk_and_power_off', return_value='{}'):
+            self._resize_server(server, bigger)
+        # Then the domain finish_migration defined carries the new flavor's
+        xml = self.domain_xml(server)
+        self.assertEqual('1048576', xml.find('./memory').text)
+        self.assertEqual(['asset=new'], oem_strings(xml))
+        self.assertIsNone(xml.find('./memoryBacking/nosharepages'))
         self.assertIsNotNone(nova_ext_metadata(xml))
 
     def test_bad_image_property_fails_that_build_only(self):
