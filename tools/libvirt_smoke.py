@@ -109,6 +109,9 @@ def tiny_instance(context):
 
 def run(uri, keep):
     instances_path = tempfile.mkdtemp(prefix='nova-ext-smoke-')
+    # QEMU runs as its own user (libvirt-qemu on Debian): it must be able to
+    # reach the disk; mkdtemp's 0700 would stop it.
+    os.chmod(instances_path, 0o755)
     conf = configure(uri, instances_path)
 
     import libvirt
@@ -145,20 +148,30 @@ def run(uri, keep):
     xml = driver._get_guest_xml(context, instance,
                                 network_model.NetworkInfo([]), disk_info,
                                 image_meta)
-    started = time.monotonic()
-    driver._create_guest(context, xml, instance)
     connection = libvirt.open(uri)
-    domain = connection.lookupByName(instance.name)
+    started = time.monotonic()
     try:
-        return check(domain, time.monotonic() - started, libvirt)
+        driver._create_guest(context, xml, instance)
+        return check(connection.lookupByName(instance.name),
+                     time.monotonic() - started, libvirt)
+    except Exception as error:
+        print('FAILED: %s' % error, file=sys.stderr)
+        return 1
     finally:
         if not keep:
-            if domain.isActive():
-                domain.destroy()
-            domain.undefineFlags(
-                getattr(libvirt, 'VIR_DOMAIN_UNDEFINE_NVRAM', 0))
+            remove(connection, instance.name, libvirt)
             shutil.rmtree(instances_path, ignore_errors=True)
-            print('destroyed and undefined %s' % instance.name)
+
+
+def remove(connection, name, libvirt):
+    try:
+        domain = connection.lookupByName(name)
+    except libvirt.libvirtError:
+        return  # never defined
+    if domain.isActive():
+        domain.destroy()
+    domain.undefineFlags(getattr(libvirt, 'VIR_DOMAIN_UNDEFINE_NVRAM', 0))
+    print('destroyed and undefined %s' % name)
 
 
 def check(domain, seconds, libvirt):
