@@ -125,8 +125,17 @@ def plot(comparison, directory):
     for result in comparison.results:
         points = result.utilisation
         for r, (axis, resource) in enumerate(zip(axes, engine.RESOURCES)):
-            axis.plot([p[0] for p in points], [p[r + 1] for p in points],
-                      label=result.config)
+            # Every configuration sees the same arrivals, so the curves lie
+            # on one another until each stops; where each stops is the
+            # point of the figure.
+            line, = axis.plot([p[0] for p in points],
+                              [p[r + 1] for p in points],
+                              label=result.config)
+            if result.first_failure is not None:
+                axis.axvline(result.first_failure, color=line.get_color(),
+                             linestyle='--', linewidth=1,
+                             label='%s: 1st NoValidHost (%d)' % (
+                                 result.config, result.first_failure))
     for axis, resource in zip(axes, engine.RESOURCES):
         axis.axvline(comparison.volume_bound, color='grey', linestyle=':',
                      label='volume bound')
