@@ -15,6 +15,8 @@ CONF = config.CONF
 # boot on a requested host through the scheduler; 2.86: nova-api validates
 # extra specs.
 MICROVERSION = '2.86'
+# 1.6: resource provider traits (placement answers 404 below it)
+PLACEMENT_MICROVERSION = '1.6'
 BUILD_TIMEOUT = 300
 
 
@@ -51,9 +53,12 @@ class NovaExtTest(test.BaseTestCase):
         # tempest's service clients take the compute microversion from this
         # fixture for every request; a client attribute set by hand is reset.
         self.useFixture(api_microversion_fixture.APIMicroversionFixture(
-            compute_microversion=MICROVERSION))
+            compute_microversion=MICROVERSION,
+            placement_microversion=PLACEMENT_MICROVERSION))
 
-    def create_flavor(self, extra_specs=None, ram=64, vcpus=1, disk=0):
+    # disk=1: Nova's default policy lets only admins boot a zero-disk
+    # flavor from an image (os_compute_api:servers:create:zero_disk_flavor)
+    def create_flavor(self, extra_specs=None, ram=64, vcpus=1, disk=1):
         flavor = self.flavors.create_flavor(
             name=data_utils.rand_name('nova-ext'), ram=ram, vcpus=vcpus,
             disk=disk)['flavor']

@@ -63,7 +63,7 @@ class FailureDomainSpreadTest(base.NovaExtTest):
                 % (CONF.nova_ext.spread_level, distinct))
         group = self.server_groups.create_server_group(
             name=data_utils.rand_name('nova-ext'),
-            policies=['anti-affinity'])['server_group']
+            policy='anti-affinity')['server_group']
         self.addCleanup(self.server_groups.delete_server_group,
                         group['id'])
         hints = {'group': group['id'],
