@@ -1,0 +1,744 @@
+"""A real multi-process cloud on 127.0.0.1 for the ``loopback`` tier.
+
+What runs, each a separate process from this venv, against this machine's
+MariaDB (databases ``nxt_<run>_*``) and RabbitMQ (a vhost of its own), all
+dropped again at the end:
+
+* keystone, glance (file store in the run directory), placement and
+  nova-api (``osapi_compute``) as WSGI applications under gunicorn, with
+  keystonemiddleware authenticating every request;
+* nova-conductor, nova-scheduler (2 workers) and three nova-compute
+  processes (``fake.FakeDriverWithoutFakeNodes``, one ``state_path`` each,
+  no database options) started from their console scripts;
+* a network stand-in (:mod:`tests.loopback.network_standin`) in place of
+  neutron-server: Nova needs a ``network`` endpoint even for ``--nic none``
+  servers, and the stand-in answers only those calls with "no ports, no
+  security groups, unlimited quota". Nothing nova-ext tests uses it.
+
+The base ``nova.conf`` (databases, transport, keystone_authtoken, service
+credentials) is written here; nova-ext's features are switched on by
+``nova-ext-manage configure nova`` (the same command the DevStack plugin
+runs), its tables created by ``nova-ext-manage db sync``. The libvirt driver
+is not part of this cloud: the computes run Nova's fake driver.
+
+Failure domains: two racks as host aggregates, ``nova_ext:failure_domain:
+rack=r1`` (cmp1, cmp2) and ``r2`` (cmp3), created by
+:meth:`LoopbackCloud.operator_steps` with the openstack CLI.
+
+Use as a fixture (``useFixture(LoopbackCloud())``) or by hand::
+
+    tools/loopback-cloud.sh        # up until Ctrl-C, prints OS_* exports
+
+Logs of every service stay in the run directory (``.loopback-runs/<run>``
+in the repository unless ``NOVA_EXT_LOOPBACK_DIR`` says otherwise);
+:meth:`LoopbackCloud.logs` gives their tails.
+"""
+
+import concurrent.futures
+import contextlib
+import grp
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import fixtures
+
+from tests.system import processes
+
+BIN = processes.BIN
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+REGION = 'RegionOne'
+PASSWORD = 'loopback'
+COMPUTES = ('cmp1', 'cmp2', 'cmp3')
+RACKS = (('r1', ('cmp1', 'cmp2')), ('r2', ('cmp3',)))
+SERVICE_USERS = ('nova', 'placement', 'glance')
+# nova-ext features the cloud runs: everything but the libvirt driver (the
+# computes are fake) -- passed to nova-ext-manage configure nova/tempest
+FEATURES = ('--filters', '--weighers', '--request-filters', '--quota')
+KEEP_RUNS = 3
+
+
+class LoopbackCloud(fixtures.Fixture):
+
+    def __init__(self, run_dir=None):
+        super().__init__()
+        self.run_dir = run_dir
+        self.timings = []
+        self.peak_pss_mib = 0.0
+        self._services = {}
+        self._sessions = set()
+        self._terminated = set()
+
+    # -- bring-up ---------------------------------------------------------
+
+    def _setUp(self):
+        processes.require_services()
+        self.dir = self.run_dir or _new_run_dir()
+        os.makedirs(os.path.join(self.dir, 'logs'), exist_ok=True)
+        self._started = time.monotonic()
+        # registered first, so it runs last: the stop is in the figures
+        self.addCleanup(self._write_report)
+        self._sampler_stop = threading.Event()
+        sampler = threading.Thread(target=self._sample_memory, daemon=True)
+        sampler.start()
+        self.addCleanup(sampler.join)
+        self.addCleanup(self._sampler_stop.set)
+        try:
+            self._bring_up()
+        except Exception as error:
+            raise AssertionError('the loopback cloud did not come up: %s\n'
+                                 'service logs in %s; their tails:\n%s'
+                                 % (error, self.dir, self.logs()))
+
+    def _bring_up(self):
+        self.dbs = self.useFixture(processes.Databases(
+            'keystone', 'glance', 'placement', 'api', 'cell0', 'cell1'))
+        self.vhost = self.useFixture(processes.Vhost())
+        self.ports = {name: processes.free_port() for name in (
+            'keystone', 'glance', 'placement', 'nova', 'network')}
+        self.urls = {
+            'identity': 'http://127.0.0.1:%d/v3' % self.ports['keystone'],
+            'image': 'http://127.0.0.1:%d' % self.ports['glance'],
+            'placement': 'http://127.0.0.1:%d' % self.ports['placement'],
+            'compute': 'http://127.0.0.1:%d/v2.1' % self.ports['nova'],
+            'network': 'http://127.0.0.1:%d' % self.ports['network'],
+        }
+        with self.phase('configuration files'):
+            self._write_configs()
+            processes.run('nova-ext-manage', 'configure', 'nova',
+                          '--config-file', self.nova_conf, *FEATURES)
+        with self.phase('database syncs, keystone bootstrap'):
+            # independent of each other: in parallel on both cores
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                jobs = [pool.submit(self._timed, name, job, *args)
+                        for name, job, args in (
+                            ('keystone', self._keystone, ()),
+                            ('nova', self._nova_sync, ()),
+                            ('glance', processes.run, (
+                                'glance-manage', '--config-file',
+                                self.glance_conf, 'db_sync')),
+                            ('placement', processes.run, (
+                                'placement-manage', '--config-file',
+                                self.placement_conf, 'db', 'sync')))]
+                for job in jobs:
+                    job.result()
+        with self.phase('keystone: users, services, endpoints'):
+            self._register()
+        with self.phase('services up'):
+            self._start_services()
+        with self.phase('image upload, compute discovery'):
+            self.image = self._upload_image()
+            self._discover_computes()
+
+    @contextlib.contextmanager
+    def phase(self, name):
+        started = time.monotonic()
+        yield
+        self.timings.append((name, time.monotonic() - started))
+
+    def _timed(self, name, function, *args):
+        started = time.monotonic()
+        function(*args)
+        self.timings.append(('  ' + name, time.monotonic() - started))
+
+    def _write(self, name, text):
+        path = os.path.join(self.dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def _authtoken(self, user):
+        return _ini({'keystone_authtoken': self._credentials(user, {
+            'www_authenticate_uri': self.urls['identity'],
+            # keystonemiddleware validates every token it has not cached
+            'service_token_roles_required': 'true'})})
+
+    def _credentials(self, user, extra=None):
+        values = {
+            'auth_type': 'password', 'auth_url': self.urls['identity'],
+            'username': user, 'password': PASSWORD,
+            'project_name': 'service', 'user_domain_name': 'Default',
+            'project_domain_name': 'Default', 'region_name': REGION}
+        values.update(extra or {})
+        return values
+
+    def _write_configs(self):
+        self.keystone_conf = self._write('keystone/keystone.conf', _ini({
+            'DEFAULT': {'log_file': self._log('keystone')},
+            'database': {'connection': self.dbs.url('keystone', False)},
+            'fernet_tokens': {'key_repository': os.path.join(
+                self.dir, 'keystone', 'fernet-keys')},
+            'credential': {'key_repository': os.path.join(
+                self.dir, 'keystone', 'credential-keys')},
+        }))
+        self.placement_conf = self._write('placement/placement.conf', _ini({
+            'DEFAULT': {'log_file': self._log('placement')},
+            'placement_database': {
+                'connection': self.dbs.url('placement', False)},
+            'api': {'auth_strategy': 'keystone'},
+        }) + self._authtoken('placement'))
+        glance_dir = os.path.join(self.dir, 'glance')
+        os.makedirs(glance_dir, exist_ok=True)
+        paste = os.path.join(glance_dir, 'glance-api-paste.ini')
+        shutil.copy(os.path.join(sys.prefix, 'etc', 'glance',
+                                 'glance-api-paste.ini'), paste)
+        self.glance_conf = self._write('glance/glance-api.conf', _ini({
+            'DEFAULT': {
+                'log_file': self._log('glance'),
+                'enabled_backends': 'fs:file',
+                'image_cache_dir': os.path.join(glance_dir, 'cache'),
+                'worker_self_reference_url': self.urls['image'],
+            },
+            'database': {'connection': self.dbs.url('glance', False)},
+            'glance_store': {'default_backend': 'fs'},
+            'fs': {'filesystem_store_datadir': os.path.join(
+                glance_dir, 'images')},
+            'os_glance_staging_store': {'filesystem_store_datadir':
+                                        os.path.join(glance_dir, 'staging')},
+            'os_glance_tasks_store': {'filesystem_store_datadir':
+                                      os.path.join(glance_dir, 'tasks')},
+            'paste_deploy': {'flavor': 'keystone', 'config_file': paste},
+            'oslo_concurrency': {'lock_path': glance_dir},
+        }) + self._authtoken('glance'))
+        nova_dir = os.path.join(self.dir, 'nova')
+        os.makedirs(nova_dir, exist_ok=True)
+        processes.copy_api_paste(nova_dir)
+        self.nova_conf = self._write('nova/nova.conf', self._nova_conf(
+            'ctl', databases=True) + self._authtoken('nova'))
+        # nova-api reads nova.conf and this from its config dir: its own
+        # log file, the other controller services log where --log-file says
+        self._write('nova/nova-api.conf', _ini({
+            'DEFAULT': {'log_file': self._log('nova-api')}}))
+        self.compute_confs = {host: self._write(
+            'nova/%s.conf' % host, self._nova_conf(host, databases=False))
+            for host in COMPUTES}
+
+    def _nova_conf(self, host, databases):
+        state = os.path.join(self.dir, 'state', host)
+        os.makedirs(state, exist_ok=True)
+        sections = {
+            'DEFAULT': {
+                'transport_url': self.vhost.transport_url,
+                'host': host, 'my_ip': '127.0.0.1',
+                'state_path': state,
+                'graceful_shutdown_timeout': '5',
+            },
+            'placement': self._credentials('nova'),
+            'neutron': self._credentials('nova'),
+            'glance': {'region_name': REGION},
+            'oslo_concurrency': {'lock_path': state},
+            'scheduler': {'workers': '2'},
+            'conductor': {'workers': '1'},
+        }
+        if databases:
+            sections['api_database'] = {'connection': self.dbs.url(
+                'api', False)}
+            sections['database'] = {'connection': self.dbs.url(
+                'cell1', False)}
+        else:
+            sections['DEFAULT'].update({
+                'compute_driver': 'fake.FakeDriverWithoutFakeNodes',
+                # no ports are plugged: nothing to wait for
+                'vif_plugging_timeout': '0',
+                'vif_plugging_is_fatal': 'false'})
+        return _ini(sections)
+
+    def _log(self, name):
+        return os.path.join(self.dir, 'logs', name + '.log')
+
+    def _keystone(self):
+        conf = ('--config-file', self.keystone_conf)
+        owner = ('--keystone-user', pwd.getpwuid(os.getuid()).pw_name,
+                 '--keystone-group', grp.getgrgid(os.getgid()).gr_name)
+        processes.run('keystone-manage', *conf, 'db_sync')
+        processes.run('keystone-manage', *conf, 'fernet_setup', *owner)
+        processes.run('keystone-manage', *conf, 'credential_setup', *owner)
+        processes.run('keystone-manage', *conf, 'bootstrap',
+                      '--bootstrap-password', PASSWORD,
+                      '--bootstrap-admin-url', self.urls['identity'],
+                      '--bootstrap-public-url', self.urls['identity'],
+                      '--bootstrap-internal-url', self.urls['identity'],
+                      '--bootstrap-region-id', REGION)
+        self._gunicorn('keystone', 'keystone.wsgi.api:application', {
+            'OS_KEYSTONE_CONFIG_DIR': os.path.dirname(self.keystone_conf)})
+        self._wait_http('keystone', self.urls['identity'])
+
+    def _nova_sync(self):
+        conf = ('--config-file', self.nova_conf)
+        processes.run('nova-manage', *conf, 'api_db', 'sync')
+        processes.run('nova-manage', *conf, 'cell_v2', 'map_cell0',
+                      '--database_connection', self.dbs.url('cell0', False))
+        processes.run('nova-manage', *conf, 'cell_v2', 'create_cell',
+                      '--name', 'cell1')
+        processes.run('nova-manage', *conf, 'db', 'sync')
+        processes.run('nova-ext-manage', *conf, 'db', 'sync')
+
+    def session(self, user='admin', project='admin'):
+        from keystoneauth1.identity import v3
+        from keystoneauth1 import session
+        return session.Session(auth=v3.Password(
+            auth_url=self.urls['identity'], username=user,
+            password=PASSWORD, project_name=project,
+            user_domain_name='Default', project_domain_name='Default'))
+
+    def _register(self):
+        """Service project, users, roles, services and endpoints in this
+        one process: ~30 openstack CLI calls would cost ~2 minutes.
+        """
+        keystone = self.session()
+        base = self.urls['identity']
+
+        def call(method, path, body=None, expect=(200, 201, 204)):
+            response = keystone.request(base + path, method, json=body,
+                                        raise_exc=False)
+            if response.status_code not in expect:
+                raise AssertionError('keystone %s %s: %d %s' % (
+                    method, path, response.status_code, response.text))
+            return response.json() if response.text else {}
+
+        def role(name):
+            found = call('GET', '/roles?name=' + name)['roles']
+            if found:
+                return found[0]['id']
+            return call('POST', '/roles', {'role': {'name': name}})[
+                'role']['id']
+
+        service_project = call('POST', '/projects', {'project': {
+            'name': 'service', 'domain_id': 'default'}})['project']['id']
+        roles = [role('admin'), role('service')]
+        for name in SERVICE_USERS:
+            user = call('POST', '/users', {'user': {
+                'name': name, 'password': PASSWORD, 'domain_id': 'default',
+                'default_project_id': service_project}})['user']['id']
+            for role_id in roles:
+                call('PUT', '/projects/%s/users/%s/roles/%s' % (
+                    service_project, user, role_id))
+        for service_type, name in (('compute', 'nova'), ('image', 'glance'),
+                                   ('placement', 'placement'),
+                                   ('network', 'network-standin')):
+            service = call('POST', '/services', {'service': {
+                'type': service_type, 'name': name}})['service']['id']
+            for interface in ('public', 'internal'):
+                call('POST', '/endpoints', {'endpoint': {
+                    'service_id': service, 'interface': interface,
+                    'region_id': REGION, 'url': self.urls[service_type]}})
+
+    def _start_services(self):
+        self._gunicorn('placement', 'placement.wsgi.api:application', {
+            'OS_PLACEMENT_CONFIG_DIR': os.path.dirname(self.placement_conf)})
+        self._gunicorn('glance', 'glance.wsgi.api:application', {
+            'OS_GLANCE_CONFIG_DIR': os.path.dirname(self.glance_conf)})
+        self._gunicorn('nova-api', 'nova.wsgi.osapi_compute:application', {
+            'OS_NOVA_CONFIG_DIR': os.path.dirname(self.nova_conf),
+            'OS_NOVA_CONFIG_FILES': 'api-paste.ini;nova.conf;nova-api.conf'})
+        self._spawn('network', [sys.executable, '-m',
+                                'tests.loopback.network_standin',
+                                str(self.ports['network']),
+                                self._log('network')])
+        for service in ('nova-conductor', 'nova-scheduler'):
+            self._spawn(service, [os.path.join(BIN, service),
+                                  '--config-file', self.nova_conf,
+                                  '--log-file', self._log(service)])
+        for host, conf in self.compute_confs.items():
+            self._spawn(host, [os.path.join(BIN, 'nova-compute'),
+                               '--config-file', conf,
+                               '--log-file', self._log(host)])
+        for name in ('placement', 'glance', 'network'):
+            self._wait_http(name, self.urls[name if name != 'glance'
+                                            else 'image'])
+        self._wait_http('nova-api', 'http://127.0.0.1:%d/'
+                        % self.ports['nova'])
+        self._wait_services()
+
+    def _gunicorn(self, name, app, env):
+        self._spawn(name, [
+            sys.executable, '-m', 'tests.loopback.serve', name,
+            str(self.ports[name.replace('nova-api', 'nova')]), app], env=env)
+
+    def _spawn(self, name, argv, env=None):
+        environment = dict(os.environ, PYTHONPATH=REPO, **(env or {}))
+        process = processes.Process(argv, self._log(name),
+                                    env=environment)
+        self._services[name] = self.useFixture(process)
+        self._sessions.add(process.process.pid)
+        # cleanups run last-in first-out: this one, registered after every
+        # start, signals all services at once, so their graceful shutdowns
+        # overlap instead of queueing behind each other
+        self.addCleanup(self._terminate_all)
+        return process
+
+    def _terminate_all(self):
+        for service in self._services.values():
+            if service.process.poll() is None and \
+                    service.process.pid not in self._terminated:
+                self._terminated.add(service.process.pid)
+                try:
+                    os.killpg(service.process.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+    def _wait_http(self, name, url, timeout=120):
+        """Any HTTP answer means the server is serving."""
+        deadline = time.monotonic() + timeout
+        process = self._services[name].process
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=10).close()
+                return
+            except urllib.error.HTTPError:
+                return
+            except OSError:
+                if process.poll() is not None:
+                    raise AssertionError('%s exited with %d' % (
+                        name, process.returncode))
+                if time.monotonic() > deadline:
+                    raise AssertionError('%s not serving %s after %ds' % (
+                        name, url, timeout))
+                time.sleep(0.3)
+
+    def compute_api(self, method, path, body=None, session=None):
+        session = session or self.session()
+        response = session.request(
+            self.urls['compute'] + path, method, json=body,
+            raise_exc=False, headers={
+                'OpenStack-API-Version': 'compute 2.53'})
+        return response.status_code, (response.json() if response.text
+                                      else {})
+
+    def _wait_services(self, timeout=180):
+        """Every nova service record reports up (RPC and DB reached)."""
+        expected = {('nova-conductor', 'ctl'), ('nova-scheduler', 'ctl')}
+        expected |= {('nova-compute', host) for host in COMPUTES}
+        session = self.session()
+        deadline = time.monotonic() + timeout
+        while True:
+            for name, service in self._services.items():
+                if service.process.poll() is not None:
+                    raise AssertionError('%s exited with %d' % (
+                        name, service.process.returncode))
+            status, body = self.compute_api('GET', '/os-services',
+                                            session=session)
+            up = {(s['binary'], s['host']) for s in body.get('services', [])
+                  if s['state'] == 'up'}
+            if status == 200 and expected <= up:
+                self.services_up = sorted(up)
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError('services not up after %ds: %s up, '
+                                     'expected %s' % (timeout, sorted(up),
+                                                      sorted(expected)))
+            time.sleep(1)
+
+    def _discover_computes(self, timeout=120):
+        session = self.session()
+        deadline = time.monotonic() + timeout
+        while True:
+            processes.run('nova-manage', '--config-file', self.nova_conf,
+                          'cell_v2', 'discover_hosts')
+            status, body = self.compute_api('GET', '/os-hypervisors',
+                                            session=session)
+            self.hypervisors = sorted(
+                h['hypervisor_hostname'] for h in body.get('hypervisors',
+                                                           []))
+            if len(self.hypervisors) >= len(COMPUTES):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError('hypervisors after %ds: %s' % (
+                    timeout, self.hypervisors))
+            time.sleep(1)
+
+    def _upload_image(self):
+        """A tiny raw image; the fake driver never reads it."""
+        session = self.session()
+        url = self.urls['image'] + '/v2/images'
+        image = session.post(url, json={
+            'name': 'loopback-tiny', 'disk_format': 'raw',
+            'container_format': 'bare', 'visibility': 'public'}).json()
+        session.put('%s/%s/file' % (url, image['id']), data=b'\0' * 1024,
+                    headers={'Content-Type': 'application/octet-stream'})
+        status = session.get('%s/%s' % (url, image['id'])).json()['status']
+        if status != 'active':
+            raise AssertionError('image %s is %s after upload' % (
+                image['id'], status))
+        return image['id']
+
+    # -- the operator's view ----------------------------------------------
+
+    def environ(self):
+        """OS_* variables for the admin, as an operator would export."""
+        return {'OS_AUTH_URL': self.urls['identity'],
+                'OS_IDENTITY_API_VERSION': '3',
+                'OS_USERNAME': 'admin', 'OS_PASSWORD': PASSWORD,
+                'OS_PROJECT_NAME': 'admin',
+                'OS_USER_DOMAIN_NAME': 'Default',
+                'OS_PROJECT_DOMAIN_NAME': 'Default',
+                'OS_REGION_NAME': REGION, 'OS_INTERFACE': 'public'}
+
+    def openstack(self, *args):
+        """One ``openstack`` CLI call; its JSON output when ``-f json``."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith('OS_')}
+        env.update(self.environ())
+        started = time.monotonic()
+        result = self._command([os.path.join(BIN, 'openstack')] + list(
+            args), env=env)
+        self.cli_seconds = getattr(self, 'cli_seconds', 0) + (
+            time.monotonic() - started)
+        self.cli_calls = getattr(self, 'cli_calls', 0) + 1
+        return json.loads(result) if '-f' in args and 'json' in args \
+            else result
+
+    def _command(self, argv, env=None, cwd=None, timeout=600):
+        process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, env=env, cwd=cwd or self.dir, start_new_session=True)
+        self._sessions.add(process.pid)
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+            output, _ = process.communicate()
+            raise AssertionError('%s timed out after %ds:\n%s' % (
+                ' '.join(argv[:3]), timeout, output[-4000:]))
+        finally:
+            self._sessions.discard(process.pid)
+        if process.returncode:
+            raise AssertionError('%s exited %d:\n%s' % (
+                ' '.join(os.path.basename(a) for a in argv[:4]),
+                process.returncode, output[-6000:]))
+        return output
+
+    def operator_steps(self):
+        """Racks, a flavor, a group spread across racks, two servers, as
+        an operator types them; returns what the test asserts on.
+        """
+        found = {}
+        with self.phase('operator steps (openstack CLI)'):
+            for rack, hosts in RACKS:
+                self.openstack('aggregate', 'create', '--property',
+                               'nova_ext:failure_domain:rack=' + rack,
+                               'rack-' + rack)
+                for host in hosts:
+                    self.openstack('aggregate', 'add', 'host',
+                                   'rack-' + rack, host)
+            self.flavor = self.openstack(
+                'flavor', 'create', '--ram', '64', '--vcpus', '1', '--disk',
+                '1', '-f', 'json', 'loopback.tiny')['id']
+            self.limited_flavor = self.openstack(
+                'flavor', 'create', '--ram', '64', '--vcpus', '1', '--disk',
+                '1', '-f', 'json', 'loopback.limited')['id']
+            group = self.openstack('server', 'group', 'create', '--policy',
+                                   'anti-affinity', '-f', 'json',
+                                   'loopback-spread')['id']
+            for name in ('spread-1', 'spread-2'):
+                server = self.openstack(
+                    'server', 'create', '--flavor', 'loopback.tiny',
+                    '--image', self.image, '--nic', 'none',
+                    '--hint', 'group=' + group,
+                    '--hint', 'nova_ext:spread_level=rack',
+                    '--wait', '-f', 'json', name)
+                found[name] = {'status': server['status'],
+                               'host': server['OS-EXT-SRV-ATTR:host']}
+            found['racks'] = {
+                a['Name']: a for a in self.openstack(
+                    'aggregate', 'list', '--long', '-f', 'json')}
+            self.openstack('server', 'delete', '--wait', 'spread-1',
+                           'spread-2')
+            found['left'] = self.openstack('server', 'list', '-f', 'json')
+            # the per-flavor limit the tempest plugin's quota test expects
+            processes.run('nova-ext-manage', '--config-file',
+                          self.nova_conf, 'quota', 'set', '--project', '*',
+                          '--flavor', self.limited_flavor, '--instances',
+                          '1')
+        return found
+
+    # -- tempest ----------------------------------------------------------
+
+    def run_tempest(self, regex=r'^nova_ext\.'):
+        """nova-ext's tempest plugin against this cloud; returns
+        (summary dict, output).
+        """
+        with self.phase('tempest'):
+            workspace = os.path.join(self.dir, 'tempest')
+            self._command([os.path.join(BIN, 'tempest'), 'init',
+                           '--workspace-path',
+                           os.path.join(self.dir, 'tempest-workspaces.yaml'),
+                           workspace])
+            conf = os.path.join(workspace, 'etc', 'tempest.conf')
+            with open(conf, 'w') as f:
+                f.write(self._tempest_conf())
+            processes.run('nova-ext-manage', 'configure', 'tempest',
+                          '--config-file', conf, *FEATURES)
+            # serially: the tests move hosts in and out of maintenance and
+            # host classes, which would steer a parallel test's boots
+            return self._tempest_run(workspace, regex)
+
+    def _tempest_run(self, workspace, regex):
+        process = subprocess.run(
+            [os.path.join(BIN, 'tempest'), 'run', '--regex', regex,
+             '--concurrency', '1'], cwd=workspace, capture_output=True,
+            text=True, timeout=900)
+        output = process.stdout + process.stderr
+        with open(os.path.join(self.dir, 'logs', 'tempest-run.out'),
+                  'w') as f:
+            f.write(output)
+        return _tempest_summary(output), output
+
+    def _tempest_conf(self):
+        return _ini({
+            'DEFAULT': {'log_file': os.path.join(self.dir, 'logs',
+                                                 'tempest.log')},
+            'auth': {'use_dynamic_credentials': 'true',
+                     'admin_username': 'admin', 'admin_password': PASSWORD,
+                     'admin_project_name': 'admin',
+                     'admin_domain_name': 'Default'},
+            'identity': {'uri_v3': self.urls['identity'],
+                         'auth_version': 'v3', 'region': REGION},
+            'identity-feature-enabled': {'api_v2': 'false'},
+            'compute': {'image_ref': self.image,
+                        'image_ref_alt': self.image,
+                        'flavor_ref': self.flavor,
+                        'flavor_ref_alt': self.flavor,
+                        'min_compute_nodes': str(len(COMPUTES)),
+                        'min_microversion': '2.1',
+                        'max_microversion': 'latest',
+                        'build_timeout': '120'},
+            'service_available': {'nova': 'true', 'glance': 'true',
+                                  'neutron': 'false', 'cinder': 'false',
+                                  'swift': 'false'},
+            'validation': {'run_validation': 'false'},
+            'nova_ext': {'spread_level': 'rack',
+                         'quota_limited_flavor': self.limited_flavor,
+                         'quota_limited_instances': '1'},
+        })
+
+    # -- what is left behind ------------------------------------------------
+
+    def logs(self, tail=3000):
+        text = []
+        logs = os.path.join(self.dir, 'logs')
+        for name in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+            with open(os.path.join(logs, name), errors='replace') as f:
+                text.append('==> %s <==\n%s' % (name, f.read()[-tail:]))
+        return '\n'.join(text)
+
+    def pss_mib(self):
+        """PSS of every process this cloud started (their sessions)."""
+        total = 0
+        for pid in os.listdir('/proc'):
+            if not pid.isdigit():
+                continue
+            try:
+                if os.getsid(int(pid)) not in self._sessions:
+                    continue
+                with open('/proc/%s/smaps_rollup' % pid) as f:
+                    for line in f:
+                        if line.startswith('Pss:'):
+                            total += int(line.split()[1])
+            except OSError:
+                continue
+        return total / 1024.0
+
+    def _sample_memory(self):
+        while not self._sampler_stop.wait(1):
+            self.peak_pss_mib = max(self.peak_pss_mib, self.pss_mib())
+
+    def report(self):
+        lines = ['%-42s %6.1f s' % (name, seconds)
+                 for name, seconds in self.timings]
+        lines.append('%-42s %6.1f s' % (
+            'total (bring-up, steps, tempest, stop)',
+            time.monotonic() - self._started))
+        lines.append('%-42s %6.0f MiB' % (
+            'peak PSS of the cloud', self.peak_pss_mib))
+        return '\n'.join(lines)
+
+    def _write_report(self):
+        with open(os.path.join(self.dir, 'report.txt'), 'w') as f:
+            f.write('loopback cloud %s\n%s\n' % (self.dir, self.report()))
+
+
+def _tempest_summary(output):
+    summary = {}
+    for key, pattern in (('ran', r'Ran: (\d+) tests'),
+                         ('passed', r' - Passed: (\d+)'),
+                         ('skipped', r' - Skipped: (\d+)'),
+                         ('failed', r' - Failed: (\d+)')):
+        found = re.findall(pattern, output)
+        summary[key] = int(found[-1]) if found else None
+    summary['skips'] = re.findall(r'(\S+) \.\.\. SKIPPED: (.*)', output)
+    return summary
+
+
+def _ini(sections):
+    out = []
+    for section, values in sections.items():
+        out.append('[%s]' % section)
+        out += ['%s = %s' % item for item in values.items()]
+    return '\n'.join(out) + '\n'
+
+
+def _new_run_dir():
+    top = os.environ.get('NOVA_EXT_LOOPBACK_DIR') or os.path.join(
+        REPO, '.loopback-runs')
+    os.makedirs(top, exist_ok=True)
+    old = sorted(os.listdir(top))
+    for name in old[:max(0, len(old) - KEEP_RUNS + 1)]:
+        shutil.rmtree(os.path.join(top, name), ignore_errors=True)
+    return os.path.join(top, time.strftime('%Y%m%d-%H%M%S-') +
+                        str(os.getpid()))
+
+
+def main():
+    """Bring the cloud up, print the OS_* exports, keep it until Ctrl-C.
+
+    ``--steps``: also run the operator's CLI steps (racks, flavors, a
+    spread group); ``--tempest``: then nova-ext's tempest plugin.
+    """
+    import argparse
+    parser = argparse.ArgumentParser(prog='tools/loopback-cloud.sh')
+    parser.add_argument('--steps', action='store_true')
+    parser.add_argument('--tempest', action='store_true')
+    args = parser.parse_args()
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
+    cloud = LoopbackCloud()
+    try:
+        cloud.setUp()  # cleans up after itself when it fails
+    except KeyboardInterrupt:
+        return
+    try:
+        if args.steps or args.tempest:
+            print(json.dumps(cloud.operator_steps(), indent=1))
+        if args.tempest:
+            summary, output = cloud.run_tempest()
+            print(output[-6000:])
+        print(cloud.report())
+        print('\nThe loopback cloud is up (logs in %s). In another shell:\n'
+              % cloud.dir)
+        for key, value in cloud.environ().items():
+            print('export %s=%s' % (key, value))
+        print('\nCtrl-C stops it and drops its databases.')
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print('stopping...', file=sys.stderr)
+        cloud.cleanUp()
+
+
+if __name__ == '__main__':
+    main()
