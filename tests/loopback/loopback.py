@@ -658,7 +658,7 @@ class LoopbackCloud(fixtures.Fixture):
         lines = ['%-42s %6.1f s' % (name, seconds)
                  for name, seconds in self.timings]
         lines.append('%-42s %6.1f s' % (
-            'total (bring-up, steps, tempest, stop)',
+            'total since the start',
             time.monotonic() - self._started))
         lines.append('%-42s %6.0f MiB' % (
             'peak PSS of the cloud', self.peak_pss_mib))
@@ -714,7 +714,10 @@ def main():
 
     def stop(signum, frame):
         raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, stop)
+    # SIGINT too: a shell starting this in the background ignores it, and
+    # the ignoring would be inherited instead of Python's KeyboardInterrupt
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
     cloud = LoopbackCloud()
     try:
         cloud.setUp()  # cleans up after itself when it fails
