@@ -11,6 +11,12 @@
     nova-ext-manage quota usage --project P (--flavor F | --class C)
     nova-ext-manage quota check
     nova-ext-manage driver install | remove | check
+    nova-ext-manage configure nova|tempest --config-file FILE [...]
+                              [--all | --filters --weighers
+                               --request-filters --quota --libvirt-driver]
+                              [--failure-domain LEVEL:DOMAIN,...]
+                              [--set SECTION.OPTION=VALUE ...]
+                              [--undo] [--dry-run]
     nova-ext-manage simulate [--cluster FILE] [--workload FILE]
                              [--conf FILE ...] [--seed N] [--arrivals N]
                              [--plot DIR] [--json FILE]
@@ -32,6 +38,12 @@ into Nova's ``nova/virt`` package; re-run it after upgrading Nova. ``check``
 says whether it is in place, what nova.conf's ``compute_driver`` is and which
 guest mutators are installed and enabled (exit code 1 when the driver cannot
 load); ``remove`` takes the module out again.
+
+``configure`` switches features on in an existing nova.conf (the scheduler
+plugins, the request filters, the quota driver with ``?plugin=nova_ext`` on
+the database URLs, the libvirt driver) or tempest.conf (our plugin's
+feature flags), keeping every other line; ``--undo`` switches them off. The
+DevStack plugin and the loopback cloud both use it (doc/source/devstack.rst).
 
 ``simulate`` replays a workload on a modeled cluster through Nova's real
 scheduler code once per nova.conf fragment and compares them side by side
@@ -158,6 +170,38 @@ def build_parser():
         'driver', help="the module that lets nova-compute load nova-ext's "
                        "libvirt driver")
     driver.add_argument('action', choices=['install', 'remove', 'check'])
+
+    configure = commands.add_parser(
+        'configure', help="switch nova-ext's features on (or off) in a "
+                          "nova.conf or tempest.conf")
+    configure.add_argument('target', choices=['nova', 'tempest'])
+    configure.add_argument('--config-file', dest='target_files',
+                           action='append', required=True, metavar='FILE',
+                           help='file to edit, in place; repeat for several')
+    configure.add_argument('--all', action='store_true',
+                           help='every feature below')
+    for feature, help_text in (
+            ('filters', 'FailureDomainAntiAffinityFilter, keeping Nova\'s '
+                        'filters'),
+            ('weighers', "nova-ext's weighers next to Nova's"),
+            ('request-filters', 'the maintenance and host_class request '
+                                'filters'),
+            ('quota', 'the per_flavor quota driver, activated through '
+                      '?plugin=nova_ext on the database URLs'),
+            ('libvirt-driver', "nova-ext's libvirt driver and its guest "
+                               "mutators (run 'driver install' too)")):
+        configure.add_argument('--' + feature, action='store_true',
+                               help=help_text)
+    configure.add_argument('--failure-domain', metavar='LEVEL:DOMAIN,...',
+                           help="this compute's failure domains "
+                                "([nova_ext] failure_domain)")
+    configure.add_argument('--set', dest='assignments', action='append',
+                           default=[], metavar='SECTION.OPTION=VALUE',
+                           help='any other option; repeat for several')
+    configure.add_argument('--undo', action='store_true',
+                           help='take out what these flags put in')
+    configure.add_argument('--dry-run', action='store_true',
+                           help='print the changes, write nothing')
 
     simulate = commands.add_parser(
         'simulate', help="replay a workload on a modeled cluster through "
@@ -346,6 +390,38 @@ def run_driver(args, conf=None, out=sys.stdout):
     return 0 if ok else 1
 
 
+def run_configure(args, out=sys.stdout, err=sys.stderr):
+    from nova_ext import configure
+
+    features = [feature for feature in configure.FEATURES
+                if args.all or getattr(args, feature)]
+    if not (features or args.failure_domain or args.assignments):
+        raise CommandError('configure %s: nothing to do; name features '
+                           '(--all, --filters, ...), --failure-domain or '
+                           '--set' % args.target)
+    try:
+        for path in args.target_files:
+            changed, diff, warnings = configure.configure_file(
+                path, args.target, features, undo=args.undo,
+                failure_domain=args.failure_domain,
+                assignments=args.assignments, dry_run=args.dry_run)
+            for warning in warnings:
+                print('nova-ext-manage: warning: %s: %s' % (path, warning),
+                      file=err)
+            if args.dry_run:
+                for line in diff:
+                    print(line, file=out)
+            else:
+                print('%s: %s (%s)' % (
+                    path, 'updated' if changed else 'unchanged',
+                    ', '.join(features + (['failure_domain']
+                                          if args.failure_domain else [])
+                              + args.assignments)), file=out)
+    except configure.ConfigureError as error:
+        raise CommandError(str(error))
+    return 0
+
+
 def run(args, placement, trait, out=sys.stdout):
     """Carry out parsed ``args`` against a placement keystoneauth Adapter."""
     maintenance = Maintenance(placement, trait)
@@ -372,6 +448,12 @@ def main(argv=None):
             from nova_ext.simulator import engine
             engine.parse_defaults()
             return run_simulate(args)
+        except CommandError as error:
+            print('nova-ext-manage: %s' % error, file=sys.stderr)
+            return 1
+    if args.category == 'configure':
+        try:
+            return run_configure(args)
         except CommandError as error:
             print('nova-ext-manage: %s' % error, file=sys.stderr)
             return 1
