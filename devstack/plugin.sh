@@ -98,15 +98,24 @@ function check_nova_ext {
 
 function configure_tempest_for_nova_ext {
     nova_ext_feature_flags tempest
-    nova_ext_manage configure tempest --config-file "$TEMPEST_CONFIG" "${NOVA_EXT_FLAGS[@]}" \
-        || die $LINENO "nova-ext-manage configure tempest failed"
+    if [[ ${#NOVA_EXT_FLAGS[@]} -gt 0 ]]; then
+        nova_ext_manage configure tempest --config-file "$TEMPEST_CONFIG" "${NOVA_EXT_FLAGS[@]}" \
+            || die $LINENO "nova-ext-manage configure tempest failed"
+    fi
+    # The spread tests ask for the level this cloud declares domains at
+    # (their default, rack, may not be it).
+    if [[ -n "$NOVA_EXT_FAILURE_DOMAIN" ]]; then
+        iniset "$TEMPEST_CONFIG" nova_ext spread_level "${NOVA_EXT_FAILURE_DOMAIN%%:*}"
+    fi
 }
 
 # Undo every flag, whatever the toggles say now: they may have changed
 # since the stack.
 function clean_nova_ext {
     if [[ -f "$NOVA_CONF" ]]; then
-        if ! nova_ext_manage configure nova --config-file "$NOVA_CONF" --all --undo; then
+        # --set with --undo removes the option, whatever domain it named.
+        if ! nova_ext_manage configure nova --config-file "$NOVA_CONF" --all --undo \
+                --set nova_ext.failure_domain=; then
             warn $LINENO "nova-ext-manage configure nova --undo failed"
         fi
     fi

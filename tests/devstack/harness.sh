@@ -17,7 +17,8 @@
 # installed in the test environment, and the tests must not touch PyPI.
 # warn records too, so tests can tell a warned-about failure from success.
 #
-# Variables the tests may set: ENABLED_SERVICES, VIRT_DRIVER, NOVA_BIN_DIR
+# Variables the tests may set: ENABLED_SERVICES, DISABLED_SERVICES (what
+# local.conf's disable_service leaves), VIRT_DRIVER, NOVA_BIN_DIR
 # (default: this checkout's .venv/bin), NOVA_EXT_* toggles, CELLSV2_SETUP.
 set -o errexit -o nounset -o pipefail
 
@@ -73,9 +74,15 @@ function is_service_enabled {
     return 1
 }
 
+# enable_service SERVICE...: adds to ENABLED_SERVICES, except a service
+# local.conf disabled (DISABLED_SERVICES), which stays off.
 function enable_service {
     local service
     for service in "$@"; do
+        if [[ ",${DISABLED_SERVICES:-}," == *",$service,"* ]]; then
+            echo "[WARNING] not enabling $service: disabled" >&2
+            continue
+        fi
         is_service_enabled "$service" || ENABLED_SERVICES="${ENABLED_SERVICES:+$ENABLED_SERVICES,}$service"
     done
 }
@@ -83,6 +90,7 @@ function enable_service {
 function disable_service {
     local service
     for service in "$@"; do
+        DISABLED_SERVICES="${DISABLED_SERVICES:+$DISABLED_SERVICES,}$service"
         ENABLED_SERVICES=$(echo ",$ENABLED_SERVICES," | sed -e "s/,$service,/,/g" -e 's/^,//' -e 's/,$//')
     done
 }
