@@ -59,6 +59,16 @@ function install_nova_ext {
     pip_install -r "$reqs"
     rm -f "$reqs"
     pip_install --no-deps -e "$NOVA_EXT_DIR"
+    # As setup_package: pip ran as root there, and later runs as the stack
+    # user must be able to rewrite the metadata.
+    local egg_info
+    if [[ "${GLOBAL_VENV:-True}" == "False" ]]; then
+        for egg_info in "$NOVA_EXT_DIR"/*.egg-info; do
+            if [[ -d "$egg_info" ]]; then
+                safe_chown -R "$STACK_USER" "$egg_info"
+            fi
+        done
+    fi
 }
 
 function configure_nova_ext {

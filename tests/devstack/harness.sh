@@ -12,13 +12,14 @@
 # stack.sh's run_phase does. "devstack <step>" instead replays the few lines
 # of lib/nova and lib/tempest that write what the plugin later edits.
 #
-# pip_install and setup_develop only record their arguments (and the content
-# of -r files) in $NOVA_EXT_HARNESS_DIR/calls.log: nova-ext is already
+# pip_install, setup_develop and safe_chown only record their arguments (and
+# the content of -r files) in $NOVA_EXT_HARNESS_DIR/calls.log: nova-ext is already
 # installed in the test environment, and the tests must not touch PyPI.
 # warn records too, so tests can tell a warned-about failure from success.
 #
 # Variables the tests may set: ENABLED_SERVICES, DISABLED_SERVICES (what
-# local.conf's disable_service leaves), VIRT_DRIVER, NOVA_BIN_DIR
+# local.conf's disable_service leaves), VIRT_DRIVER, GLOBAL_VENV, NOVA_EXT_DIR,
+# NOVA_BIN_DIR
 # (default: this checkout's .venv/bin), NOVA_EXT_* toggles, CELLSV2_SETUP.
 set -o errexit -o nounset -o pipefail
 
@@ -93,6 +94,10 @@ function disable_service {
         DISABLED_SERVICES="${DISABLED_SERVICES:+$DISABLED_SERVICES,}$service"
         ENABLED_SERVICES=$(echo ",$ENABLED_SERVICES," | sed -e "s/,$service,/,/g" -e 's/^,//' -e 's/,$//')
     done
+}
+
+function safe_chown {
+    echo "safe_chown $*" >> "$CALLS"
 }
 
 # --- inc/python -----------------------------------------------------------
@@ -197,6 +202,8 @@ mkdir -p "$DEST" "$DATA_DIR"
 [[ -e "$DEST/nova-ext" ]] || ln -s "$TOP" "$DEST/nova-ext"
 ENABLED_SERVICES=${ENABLED_SERVICES:-n-api,n-cond,n-sched,n-cpu,placement-api,tempest}
 VIRT_DRIVER=${VIRT_DRIVER:-libvirt}
+GLOBAL_VENV=${GLOBAL_VENV:-True}
+STACK_USER=${STACK_USER:-stack}
 CELLSV2_SETUP=${CELLSV2_SETUP:-superconductor}
 NOVA_BIN_DIR=${NOVA_BIN_DIR:-$TOP/.venv/bin}
 NOVA_CONF_DIR=$HARNESS_DIR/etc/nova

@@ -12,6 +12,7 @@ lose it to this test's ``clean``.
 """
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -289,6 +290,22 @@ class DevStackPluginTest(testtools.TestCase):
                               if f not in off + ['libvirt_driver']],
                              enabled, toggle)
             self.run_harness('clean')
+
+    def test_install_into_a_system_python(self):
+        # DevStack without its global venv runs pip as root.
+        checkout = os.path.join(self.dir, 'checkout')
+        os.makedirs(os.path.join(checkout, 'nova_ext.egg-info'))
+        with open(os.path.join(checkout, 'requirements.txt'), 'w') as f:
+            f.write('pbr>=6.0.0\nnova==34.0.0\nnova-foo>=1\n')
+        self.run_harness('stack', 'install', GLOBAL_VENV='False',
+                         NOVA_EXT_DIR=checkout)
+        self.assertEqual(['pip_install -r', '    pbr>=6.0.0',
+                          '    nova-foo>=1',
+                          'pip_install --no-deps -e %s' % checkout,
+                          'safe_chown -R stack %s/nova_ext.egg-info'
+                          % checkout],
+                         [re.sub(r'^(pip_install -r) \S+$', r'\1', line)
+                          for line in self.recorded('')])
 
     def test_everything_off_leaves_nova_and_tempest_alone(self):
         off = {toggle: 'no' for toggle in (
