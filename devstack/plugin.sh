@@ -26,7 +26,12 @@ function nova_ext_feature_flags {
     local target=$1
     NOVA_EXT_FLAGS=()
     [[ "$NOVA_EXT_ENABLE_FILTERS" == "True" ]] && NOVA_EXT_FLAGS+=(--filters)
-    [[ "$NOVA_EXT_ENABLE_WEIGHERS" == "True" ]] && NOVA_EXT_FLAGS+=(--weighers)
+    if [[ "$NOVA_EXT_ENABLE_WEIGHERS" == "True" ]]; then
+        NOVA_EXT_FLAGS+=(--weighers)
+        if [[ "$target" == "nova" ]]; then
+            NOVA_EXT_FLAGS+=(--set "nova_ext.bin_packing_weight_multiplier=$NOVA_EXT_BIN_PACKING_WEIGHT_MULTIPLIER")
+        fi
+    fi
     [[ "$NOVA_EXT_ENABLE_REQUEST_FILTERS" == "True" ]] && NOVA_EXT_FLAGS+=(--request-filters)
     [[ "$NOVA_EXT_ENABLE_QUOTA" == "True" ]] && NOVA_EXT_FLAGS+=(--quota)
     if nova_ext_libvirt_driver_here; then
@@ -123,9 +128,9 @@ function configure_tempest_for_nova_ext {
 # since the stack.
 function clean_nova_ext {
     if [[ -f "$NOVA_CONF" ]]; then
-        # --set with --undo removes the option, whatever domain it named.
+        # --set with --undo removes the option, whatever value it had.
         if ! nova_ext_manage configure nova --config-file "$NOVA_CONF" --all --undo \
-                --set nova_ext.failure_domain=; then
+                --set nova_ext.failure_domain= --set nova_ext.bin_packing_weight_multiplier=; then
             warn $LINENO "nova-ext-manage configure nova --undo failed"
         fi
     fi

@@ -159,6 +159,8 @@ class DevStackPluginTest(testtools.TestCase):
             'nova.scheduler.weights.all_weighers,'
             'nova_ext.scheduler.weights.all_weighers',
             one(conf, 'filter_scheduler', 'weight_classes'))
+        self.assertEqual('10.0', one(conf, 'nova_ext',
+                                     'bin_packing_weight_multiplier'))
         self.assertEqual('maintenance,host_class',
                          one(conf, 'nova_ext', 'request_filters'))
         self.assertEqual('per_flavor', one(conf, 'nova_ext', 'quota_driver'))
@@ -249,7 +251,8 @@ class DevStackPluginTest(testtools.TestCase):
                 and OUR_FILTER not in one(conf, 'filter_scheduler',
                                           'enabled_filters')),
             'NOVA_EXT_ENABLE_WEIGHERS': lambda conf: (
-                'weight_classes' not in conf['filter_scheduler']),
+                'weight_classes' not in conf['filter_scheduler']
+                and 'bin_packing_weight_multiplier' not in conf['nova_ext']),
             'NOVA_EXT_ENABLE_REQUEST_FILTERS': lambda conf: (
                 'request_filters' not in conf['nova_ext']),
             'NOVA_EXT_ENABLE_QUOTA': lambda conf: (
