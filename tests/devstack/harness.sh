@@ -13,14 +13,15 @@
 # of lib/nova and lib/tempest that write what the plugin later edits.
 #
 # pip_install, setup_develop and safe_chown only record their arguments (and
-# the content of -r files) in $NOVA_EXT_HARNESS_DIR/calls.log: nova-ext is already
-# installed in the test environment, and the tests must not touch PyPI.
-# warn records too, so tests can tell a warned-about failure from success.
+# the content of -r files) in $NOVA_EXT_HARNESS_DIR/calls.log: nova-ext is
+# already installed in the test environment, and the tests must not touch
+# PyPI. warn and die record too, so tests can tell a warned-about failure
+# from success.
 #
 # Variables the tests may set: ENABLED_SERVICES, DISABLED_SERVICES (what
-# local.conf's disable_service leaves), VIRT_DRIVER, GLOBAL_VENV, NOVA_EXT_DIR,
-# NOVA_BIN_DIR
-# (default: this checkout's .venv/bin), NOVA_EXT_* toggles, CELLSV2_SETUP.
+# local.conf's disable_service leaves), VIRT_DRIVER, GLOBAL_VENV,
+# CELLSV2_SETUP, NOVA_BIN_DIR (default: this checkout's .venv/bin),
+# NOVA_EXT_DIR and the other NOVA_EXT_* settings.
 set -o errexit -o nounset -o pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
