@@ -169,20 +169,36 @@ function iniset_multiline {
         printf '\n[%s]\n' "$section" >> "$file"
     fi
     tmp=$(mktemp)
-    awk -v s="[$section]" -v o="$option" -v values="$(printf '%s\n' "$@")" '
+    # Values through the environment: awk -v would interpret backslashes.
+    INI_VALUES="$(printf '%s\n' "$@")" awk -v s="[$section]" -v o="$option" '
         { print }
         $0 == s {
-            n = split(values, v, "\n")
+            n = split(ENVIRON["INI_VALUES"], v, "\n")
             for (i = 1; i <= n; i++) if (v[i] != "") print o " = " v[i]
         }' "$file" > "$tmp"
     cat "$tmp" > "$file"
     rm -f "$tmp"
 }
 
-# iniset FILE SECTION OPTION VALUE: a single line, replacing every earlier
-# value.
+# iniset FILE SECTION OPTION VALUE: a single line, in place of the first
+# earlier one (later ones dropped), else first in the section.
 function iniset {
-    iniset_multiline "$1" "$2" "$3" "$4"
+    local file=$1 section=$2 option=$3 value=$4 tmp
+    if ! ini_has_option "$file" "$section" "$option"; then
+        iniset_multiline "$file" "$section" "$option" "$value"
+        return
+    fi
+    tmp=$(mktemp)
+    INI_VALUE=$value awk -v s="[$section]" -v o="$option" '
+        /^\[/ { in_s = ($0 == s) }
+        in_s && $0 ~ "^" o "[ \t]*=" {
+            if (!done) print o " = " ENVIRON["INI_VALUE"]
+            done = 1
+            next
+        }
+        { print }' "$file" > "$tmp"
+    cat "$tmp" > "$file"
+    rm -f "$tmp"
 }
 
 # iniadd FILE SECTION OPTION VALUE...: appends values to a multi-valued
