@@ -12,7 +12,6 @@ value).
 import difflib
 import os
 import re
-import urllib.parse
 
 from nova.conf import scheduler as nova_scheduler_conf
 
@@ -179,13 +178,16 @@ def _remove_from_list(ini, section, key, items, default):
 
 def _with_engine_plugin(url, add):
     # The query is kept as written: re-encoding it would rewrite values
-    # such as read_default_file=/etc/my.cnf.
-    parts = urllib.parse.urlsplit(url)
-    query = [pair for pair in parts.query.split('&')
+    # such as read_default_file=/etc/my.cnf. Not urlsplit/urlunsplit: they
+    # turn sqlite:////abs/path into sqlite://abs/path. The query starts at
+    # the first '?' after the credentials (a password may hold one).
+    start = url.find('?', url.find('@') + 1)
+    base, query = (url, '') if start < 0 else (url[:start], url[start + 1:])
+    pairs = [pair for pair in query.split('&')
              if pair and pair != ENGINE_PLUGIN]
     if add:
-        query.append(ENGINE_PLUGIN)
-    return urllib.parse.urlunsplit(parts._replace(query='&'.join(query)))
+        pairs.append(ENGINE_PLUGIN)
+    return base + ('?' + '&'.join(pairs) if pairs else '')
 
 
 def _parse_failure_domain(value):

@@ -1,0 +1,169 @@
+#!/bin/bash
+# shellcheck shell=bash
+# nova-ext DevStack plugin (doc/source/devstack.rst).
+#
+# DevStack sources this file as ``plugin.sh <mode> [<phase>]`` with its own
+# functions and lib/nova's variables (NOVA_CONF, NOVA_BIN_DIR ...) defined,
+# and devstack/settings already read. Every edit of a Nova or tempest
+# configuration file goes through ``nova-ext-manage configure``, the same
+# command operators use, so DevStack clouds are configured the way the docs
+# say.
+
+_XTRACE_NOVA_EXT=$(set +o | grep xtrace)
+set -o xtrace
+
+# nova-ext-manage lands next to nova-manage: in the environment DevStack
+# installed Nova into.
+function nova_ext_manage {
+    "$NOVA_BIN_DIR/nova-ext-manage" "$@"
+}
+
+# The configure flags of the features switched on for this node, in the
+# global array NOVA_EXT_FLAGS. $1 is "nova" or "tempest": for tempest the
+# libvirt driver counts only when computes report failure domains, which is
+# what its tests check.
+function nova_ext_feature_flags {
+    local target=$1
+    NOVA_EXT_FLAGS=()
+    [[ "$NOVA_EXT_ENABLE_FILTERS" == "True" ]] && NOVA_EXT_FLAGS+=(--filters)
+    if [[ "$NOVA_EXT_ENABLE_WEIGHERS" == "True" ]]; then
+        NOVA_EXT_FLAGS+=(--weighers)
+        if [[ "$target" == "nova" ]]; then
+            NOVA_EXT_FLAGS+=(--set "nova_ext.bin_packing_weight_multiplier=$NOVA_EXT_BIN_PACKING_WEIGHT_MULTIPLIER")
+        fi
+    fi
+    [[ "$NOVA_EXT_ENABLE_REQUEST_FILTERS" == "True" ]] && NOVA_EXT_FLAGS+=(--request-filters)
+    [[ "$NOVA_EXT_ENABLE_QUOTA" == "True" ]] && NOVA_EXT_FLAGS+=(--quota)
+    if nova_ext_libvirt_driver_here; then
+        if [[ "$target" == "nova" ]]; then
+            NOVA_EXT_FLAGS+=(--libvirt-driver)
+            if [[ -n "$NOVA_EXT_FAILURE_DOMAIN" ]]; then
+                NOVA_EXT_FLAGS+=(--failure-domain "$NOVA_EXT_FAILURE_DOMAIN")
+            fi
+        elif [[ -n "$NOVA_EXT_FAILURE_DOMAIN" ]]; then
+            NOVA_EXT_FLAGS+=(--libvirt-driver)
+        fi
+    fi
+    return 0
+}
+
+# The driver is loaded by nova-compute only: a controller without n-cpu
+# keeps Nova's compute_driver and an untouched Nova tree.
+function nova_ext_libvirt_driver_here {
+    [[ "$NOVA_EXT_ENABLE_LIBVIRT_DRIVER" == "True" ]] && is_service_enabled n-cpu
+}
+
+function install_nova_ext {
+    # setup_develop would let pip resolve nova-ext's "nova==34.0.0" against
+    # the editable Nova in $NOVA_DIR, whose version carries git suffixes
+    # (34.0.1.devN), and replace it with the PyPI release. So: nova-ext
+    # editable without dependencies, then its dependencies other than Nova.
+    local reqs
+    reqs=$(mktemp)
+    grep -vE '^[[:space:]]*nova([^a-zA-Z0-9_.-]|$)' "$NOVA_EXT_DIR/requirements.txt" > "$reqs"
+    pip_install -r "$reqs"
+    rm -f "$reqs"
+    pip_install --no-deps -e "$NOVA_EXT_DIR"
+    # As setup_package: pip ran as root there, and later runs as the stack
+    # user must be able to rewrite the metadata.
+    local egg_info
+    if [[ "${GLOBAL_VENV:-True}" == "False" ]]; then
+        for egg_info in "$NOVA_EXT_DIR"/*.egg-info; do
+            if [[ -d "$egg_info" ]]; then
+                safe_chown -R "$STACK_USER" "$egg_info"
+            fi
+        done
+    fi
+}
+
+function configure_nova_ext {
+    nova_ext_feature_flags nova
+    if [[ ${#NOVA_EXT_FLAGS[@]} -gt 0 ]]; then
+        # $NOVA_CONF only: nova-api, nova-scheduler and the (super)conductor
+        # read it, and start_nova_compute copies it to $NOVA_CPU_CONF after
+        # this phase. The per-cell conductor files need nothing: Nova's quota
+        # rechecks run in the superconductor, and they have no API database
+        # for nova-ext to record its activation in.
+        nova_ext_manage configure nova --config-file "$NOVA_CONF" "${NOVA_EXT_FLAGS[@]}" \
+            || die $LINENO "nova-ext-manage configure nova failed"
+    fi
+    # As init_nova: the API database is created on the API node only.
+    if [[ "$NOVA_EXT_ENABLE_QUOTA" == "True" ]] && is_service_enabled n-api; then
+        nova_ext_manage --config-file "$NOVA_CONF" db sync \
+            || die $LINENO "nova-ext-manage db sync failed"
+    fi
+    if nova_ext_libvirt_driver_here; then
+        nova_ext_manage driver install \
+            || die $LINENO "nova-ext-manage driver install failed"
+    fi
+}
+
+# Services run now. A quota driver that did not activate everywhere is a
+# configuration problem worth reading in the stack log, not a reason to
+# fail the whole stack: processes may still be starting.
+function check_nova_ext {
+    if [[ "$NOVA_EXT_ENABLE_QUOTA" == "True" ]] && is_service_enabled n-api; then
+        # "|| warn" would stop stack.sh: warn returns the failed status.
+        if ! nova_ext_manage --config-file "$NOVA_CONF" quota check; then
+            warn $LINENO "nova-ext: a nova-api or nova-conductor did not activate the quota driver (table above)"
+        fi
+    fi
+    return 0
+}
+
+function configure_tempest_for_nova_ext {
+    nova_ext_feature_flags tempest
+    if [[ ${#NOVA_EXT_FLAGS[@]} -gt 0 ]]; then
+        nova_ext_manage configure tempest --config-file "$TEMPEST_CONFIG" "${NOVA_EXT_FLAGS[@]}" \
+            || die $LINENO "nova-ext-manage configure tempest failed"
+    fi
+    # The spread tests ask for the level this cloud declares domains at
+    # (their default, rack, may not be it).
+    if [[ -n "$NOVA_EXT_FAILURE_DOMAIN" ]]; then
+        iniset "$TEMPEST_CONFIG" nova_ext spread_level "${NOVA_EXT_FAILURE_DOMAIN%%:*}"
+    fi
+}
+
+# Undo every flag, whatever the toggles say now: they may have changed
+# since the stack.
+function clean_nova_ext {
+    if [[ -f "$NOVA_CONF" ]]; then
+        # --set with --undo removes the option, whatever value it had.
+        if ! nova_ext_manage configure nova --config-file "$NOVA_CONF" --all --undo \
+                --set nova_ext.failure_domain= --set nova_ext.bin_packing_weight_multiplier=; then
+            warn $LINENO "nova-ext-manage configure nova --undo failed"
+        fi
+    fi
+    # The shim is a file in Nova's checkout, which clean.sh keeps.
+    if ! nova_ext_manage driver remove; then
+        warn $LINENO "nova-ext-manage driver remove failed"
+    fi
+    return 0
+}
+
+if is_service_enabled nova-ext; then
+    if [[ "$1" == "stack" && "${2:-}" == "install" ]]; then
+        echo_summary "Installing nova-ext"
+        install_nova_ext
+    elif [[ "$1" == "stack" && "${2:-}" == "post-config" ]]; then
+        echo_summary "Configuring Nova for nova-ext"
+        configure_nova_ext
+    elif [[ "$1" == "stack" && "${2:-}" == "extra" ]]; then
+        echo_summary "Checking nova-ext"
+        check_nova_ext
+    elif [[ "$1" == "stack" && "${2:-}" == "test-config" ]]; then
+        if is_service_enabled tempest; then
+            echo_summary "Configuring tempest for nova-ext"
+            configure_tempest_for_nova_ext
+        fi
+    fi
+
+    # unstack: stopping Nova is DevStack's job, and the configuration must
+    # survive for the next stack.sh to read. Nothing to do.
+
+    if [[ "$1" == "clean" ]]; then
+        clean_nova_ext
+    fi
+fi
+
+$_XTRACE_NOVA_EXT
