@@ -21,6 +21,8 @@ import fixtures
 from oslo_config import cfg
 import testtools
 
+from nova_ext.virt.libvirt import shim
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 HARNESS = os.path.join(TOP, 'tests', 'devstack', 'harness.sh')
@@ -99,6 +101,10 @@ class DevStackPluginTest(testtools.TestCase):
                 os.symlink(os.path.join(real, name),
                            os.path.join(package, name))
         for name in os.listdir(os.path.join(real, 'virt')):
+            # tests.functional.test_libvirt_driver installs the shim into
+            # the venv's Nova and leaves it: this Nova starts without it
+            if name.startswith(shim.MODULE + '.'):
+                continue
             os.symlink(os.path.join(real, 'virt', name),
                        os.path.join(virt, name))
         return virt
