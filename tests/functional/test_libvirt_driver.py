@@ -48,6 +48,9 @@ class LibvirtDriverTestCase(base.ServersTestBase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
+        # Left installed afterwards on purpose: test classes run in parallel
+        # workers, and removing it under another worker's compute start
+        # would fail that test. The venv is the test suite's own.
         result = manage('driver', 'install')
         if result.returncode != 0:
             raise RuntimeError('driver install failed: %s' % result.stderr)
