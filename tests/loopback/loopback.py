@@ -231,32 +231,25 @@ class LoopbackCloud(fixtures.Fixture):
     def _nova_conf(self, host, databases):
         state = os.path.join(self.dir, 'state', host)
         os.makedirs(state, exist_ok=True)
+        placement = ['%s = %s' % item
+                     for item in self._credentials('nova').items()]
         sections = {
-            'DEFAULT': {
-                'transport_url': self.vhost.transport_url,
-                'host': host, 'my_ip': '127.0.0.1',
-                'state_path': state,
-                'graceful_shutdown_timeout': '5',
-            },
-            'placement': self._credentials('nova'),
+            'DEFAULT': {'my_ip': '127.0.0.1', 'state_path': state},
             'neutron': self._credentials('nova'),
             'glance': {'region_name': REGION},
-            'oslo_concurrency': {'lock_path': state},
             'scheduler': {'workers': '2'},
-            'conductor': {'workers': '1'},
         }
-        if databases:
-            sections['api_database'] = {'connection': self.dbs.url(
-                'api', False)}
-            sections['database'] = {'connection': self.dbs.url(
-                'cell1', False)}
-        else:
+        if not databases:
             sections['DEFAULT'].update({
                 'compute_driver': 'fake.FakeDriverWithoutFakeNodes',
                 # no ports are plugged: nothing to wait for
                 'vif_plugging_timeout': '0',
                 'vif_plugging_is_fatal': 'false'})
-        return _ini(sections)
+        # nova-ext's features and the engine plugin on the database URLs
+        # are nova-ext-manage configure's job, as in DevStack
+        return processes.nova_conf(self.dbs, self.vhost, host, state,
+                                   placement, databases=databases,
+                                   plugin=False, extra=_ini(sections))
 
     def _log(self, name):
         return os.path.join(self.dir, 'logs', name + '.log')
@@ -279,14 +272,8 @@ class LoopbackCloud(fixtures.Fixture):
         self._wait_http('keystone', self.urls['identity'])
 
     def _nova_sync(self):
-        conf = ('--config-file', self.nova_conf)
-        processes.run('nova-manage', *conf, 'api_db', 'sync')
-        processes.run('nova-manage', *conf, 'cell_v2', 'map_cell0',
-                      '--database_connection', self.dbs.url('cell0', False))
-        processes.run('nova-manage', *conf, 'cell_v2', 'create_cell',
-                      '--name', 'cell1')
-        processes.run('nova-manage', *conf, 'db', 'sync')
-        processes.run('nova-ext-manage', *conf, 'db', 'sync')
+        processes.create_nova_databases(self.nova_conf,
+                                        self.dbs.url('cell0', False))
 
     def session(self, user='admin', project='admin'):
         from keystoneauth1.identity import v3
@@ -444,23 +431,16 @@ class LoopbackCloud(fixtures.Fixture):
                                                       sorted(expected)))
             time.sleep(1)
 
-    def _discover_computes(self, timeout=120):
+    def _discover_computes(self):
         session = self.session()
-        deadline = time.monotonic() + timeout
-        while True:
-            processes.run('nova-manage', '--config-file', self.nova_conf,
-                          'cell_v2', 'discover_hosts')
-            status, body = self.compute_api('GET', '/os-hypervisors',
-                                            session=session)
-            self.hypervisors = sorted(
-                h['hypervisor_hostname'] for h in body.get('hypervisors',
-                                                           []))
-            if len(self.hypervisors) >= len(COMPUTES):
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError('hypervisors after %ds: %s' % (
-                    timeout, self.hypervisors))
-            time.sleep(1)
+
+        def hypervisors():
+            body = self.compute_api('GET', '/os-hypervisors',
+                                    session=session)[1]
+            return sorted(h['hypervisor_hostname']
+                          for h in body.get('hypervisors', []))
+        self.hypervisors = processes.discover_computes(
+            self.nova_conf, hypervisors, len(COMPUTES))
 
     def _upload_image(self):
         """A tiny raw image; the fake driver never reads it."""

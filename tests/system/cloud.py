@@ -13,7 +13,6 @@ placement with a static admin token (placement's ``noauth2``).
 import json
 import os
 import sys
-import time
 import urllib.error
 import urllib.request
 
@@ -101,16 +100,9 @@ class LoopbackNova(fixtures.Fixture):
         return path
 
     def _sync(self):
-        conf = ('--config-file', self.conf)
-        processes.run('nova-manage', *conf, 'api_db', 'sync')
-        processes.run('nova-manage', *conf, 'cell_v2', 'map_cell0',
-                      '--database_connection', self.dbs.url('cell0'))
-        processes.run('nova-manage', *conf, 'cell_v2', 'create_cell',
-                      '--name', 'cell1')
-        processes.run('nova-manage', *conf, 'db', 'sync')
+        processes.create_nova_databases(self.conf, self.dbs.url('cell0'))
         processes.run('placement-manage', '--config-file',
                       os.path.join(self.dir, 'placement.conf'), 'db', 'sync')
-        processes.run('nova-ext-manage', *conf, 'db', 'sync')
 
     def _start(self, service, log_name, *args, env=None):
         log = os.path.join(self.dir, log_name)
@@ -122,18 +114,11 @@ class LoopbackNova(fixtures.Fixture):
             argv, log, env=dict(os.environ, PYTHONPATH=_repo_root(),
                                 **(env or {}))))
 
-    def _discover_computes(self, timeout=120):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            processes.run('nova-manage', '--config-file', self.conf,
-                          'cell_v2', 'discover_hosts')
-            hypervisors = self.request('GET', '/os-hypervisors')[1]
-            if len(hypervisors.get('hypervisors', [])) >= len(
-                    self.COMPUTES):
-                return
-            time.sleep(2)
-        raise AssertionError('computes did not register within %ds'
-                             % timeout)
+    def _discover_computes(self):
+        processes.discover_computes(self.conf, lambda: [
+            h['hypervisor_hostname'] for h in self.request(
+                'GET', '/os-hypervisors')[1].get('hypervisors', [])],
+            len(self.COMPUTES))
 
     def request(self, method, path, body=None, token='admin:admin'):
         """One call to nova-api; returns (HTTP status, decoded body)."""

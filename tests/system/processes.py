@@ -120,6 +120,38 @@ def nova_conf(dbs, vhost, host, lock_path, placement, databases=True,
     return '\n'.join(lines) + '\n' + extra + '\n'
 
 
+def create_nova_databases(conf, cell0_url):
+    """What an operator runs before Nova's services start: the API
+    database, cell0 and cell1 mapped, cell1's schema, nova-ext's tables.
+    """
+    conf = ('--config-file', conf)
+    run('nova-manage', *conf, 'api_db', 'sync')
+    run('nova-manage', *conf, 'cell_v2', 'map_cell0',
+        '--database_connection', cell0_url)
+    run('nova-manage', *conf, 'cell_v2', 'create_cell', '--name', 'cell1')
+    run('nova-manage', *conf, 'db', 'sync')
+    run('nova-ext-manage', *conf, 'db', 'sync')
+
+
+def discover_computes(conf, hypervisors, expected, timeout=120):
+    """``discover_hosts`` until ``hypervisors()`` (names, from nova-api)
+    lists ``expected`` of them: each nova-compute must have registered its
+    node first. Returns the names.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        run('nova-manage', '--config-file', conf, 'cell_v2',
+            'discover_hosts')
+        found = hypervisors()
+        if len(found) >= expected:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError('%d of %d computes registered within %ds: '
+                                 '%s' % (len(found), expected, timeout,
+                                         found))
+        time.sleep(1)
+
+
 def run(*argv, env=None):
     """Run a console script of this venv; return its output or fail."""
     result = subprocess.run((os.path.join(BIN, argv[0]),) + argv[1:],
