@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 import setuptools
 
 setuptools.setup(setup_requires=['pbr>=2.0.0'], pbr=True)

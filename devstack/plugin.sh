@@ -19,9 +19,9 @@ function nova_ext_manage {
 }
 
 # The configure flags of the features switched on for this node, in the
-# global array NOVA_EXT_FLAGS. $1 is "nova" or "tempest": for tempest the
-# libvirt driver counts only when computes report failure domains, which is
-# what its tests check.
+# global array NOVA_EXT_FLAGS. $1 is "nova", "cell-conductor" (the feature
+# switches alone) or "tempest": for tempest the libvirt driver counts only
+# when computes report failure domains, which is what its tests check.
 function nova_ext_feature_flags {
     local target=$1
     NOVA_EXT_FLAGS=()
@@ -53,7 +53,29 @@ function nova_ext_libvirt_driver_here {
     [[ "$NOVA_EXT_ENABLE_LIBVIRT_DRIVER" == "True" ]] && is_service_enabled n-cpu
 }
 
+# pip_install into the environment Nova runs from: with USE_VENV=True,
+# lib/nova's own virtualenv (PROJECT_VENV[nova], whose bin is
+# $NOVA_BIN_DIR), where nova-ext-manage and the driver shim must land too.
+function nova_ext_pip_install {
+    if [[ "$(trueorfalse False USE_VENV)" == "True" ]]; then
+        PIP_VIRTUAL_ENV=${PROJECT_VENV[nova]:-${NOVA_DIR:-$DEST/nova}.venv} pip_install "$@"
+    else
+        pip_install "$@"
+    fi
+}
+
 function install_nova_ext {
+    # OFFLINE=True: DevStack installs nothing (pip_install returns at
+    # once); nova-ext must already be in Nova's environment.
+    if [[ "$(trueorfalse False OFFLINE)" != "True" ]]; then
+        install_nova_ext_packages
+    fi
+    if [[ ! -x "$NOVA_BIN_DIR/nova-ext-manage" ]]; then
+        die $LINENO "nova-ext is not installed in Nova's environment ($NOVA_BIN_DIR has no nova-ext-manage): with OFFLINE=True install it beforehand (pip install -e $NOVA_EXT_DIR with that environment's pip) or stack with OFFLINE=False"
+    fi
+}
+
+function install_nova_ext_packages {
     # setup_develop would let pip resolve nova-ext's "nova==34.0.0" against
     # the editable Nova in $NOVA_DIR, whose version carries git suffixes
     # (34.0.1.devN), and replace it with the PyPI release. So: nova-ext
@@ -61,9 +83,9 @@ function install_nova_ext {
     local reqs
     reqs=$(mktemp)
     grep -vE '^[[:space:]]*nova([^a-zA-Z0-9_.-]|$)' "$NOVA_EXT_DIR/requirements.txt" > "$reqs"
-    pip_install -r "$reqs"
+    nova_ext_pip_install -r "$reqs"
     rm -f "$reqs"
-    pip_install --no-deps -e "$NOVA_EXT_DIR"
+    nova_ext_pip_install --no-deps -e "$NOVA_EXT_DIR"
     # As setup_package: pip ran as root there, and later runs as the stack
     # user must be able to rewrite the metadata.
     local egg_info
@@ -79,13 +101,24 @@ function install_nova_ext {
 function configure_nova_ext {
     nova_ext_feature_flags nova
     if [[ ${#NOVA_EXT_FLAGS[@]} -gt 0 ]]; then
-        # $NOVA_CONF only: nova-api, nova-scheduler and the (super)conductor
-        # read it, and start_nova_compute copies it to $NOVA_CPU_CONF after
-        # this phase. The per-cell conductor files need nothing: Nova's quota
-        # rechecks run in the superconductor, and they have no API database
-        # for nova-ext to record its activation in.
+        # nova-api, nova-scheduler and the (super)conductor read $NOVA_CONF,
+        # and start_nova_compute copies it to $NOVA_CPU_CONF after this
+        # phase.
         nova_ext_manage configure nova --config-file "$NOVA_CONF" "${NOVA_EXT_FLAGS[@]}" \
             || die $LINENO "nova-ext-manage configure nova failed"
+        # Each cell's conductor reads only its nova_cellN.conf; the role
+        # table in nova-ext-manage says what it needs (today nothing: Nova
+        # checks quota in nova-api and the superconductor, and a cell
+        # conductor has no API database for the limits).
+        local cell_conf
+        # the features alone: no --set or --failure-domain, which are the
+        # scheduler's and the compute's
+        nova_ext_feature_flags cell-conductor
+        for cell_conf in "${NOVA_CONF_DIR:-$(dirname "$NOVA_CONF")}"/nova_cell*.conf; do
+            [[ -f "$cell_conf" ]] || continue
+            nova_ext_manage configure nova --config-file "$cell_conf" --role cell-conductor "${NOVA_EXT_FLAGS[@]}" \
+                || die $LINENO "nova-ext-manage configure nova failed on $cell_conf"
+        done
     fi
     # As init_nova: the API database is created on the API node only.
     if [[ "$NOVA_EXT_ENABLE_QUOTA" == "True" ]] && is_service_enabled n-api; then
@@ -108,10 +141,36 @@ function check_nova_ext {
             warn $LINENO "nova-ext: a nova-api or nova-conductor did not activate the quota driver (table above)"
         fi
     fi
+    # The upgrade check (doc/source/upgrades.rst): release, Nova internals,
+    # driver shim, nova-ext's tables, quota activation.
+    if ! "$NOVA_BIN_DIR/nova-ext-status" --config-file "$NOVA_CONF" upgrade check; then
+        warn $LINENO "nova-ext: nova-ext-status upgrade check found a problem (table above)"
+    fi
     return 0
 }
 
+# Tempest runs from its own virtualenv (lib/tempest's tox venv), which must
+# hold nova-ext's tempest plugin. lib/tempest installs TEMPEST_PLUGINS there
+# before this phase, with their dependencies (for nova-ext: Nova from PyPI);
+# when nova-ext is not among them it is installed here without dependencies
+# -- the plugin needs only tempest.
+function install_nova_ext_tempest_plugin {
+    local venv=${TEMPEST_VENV:-$TEMPEST_DIR/.tox/tempest}
+    if [[ " ${TEMPEST_PLUGINS:-} " == *" $NOVA_EXT_DIR "* ]]; then
+        return 0
+    fi
+    if [[ "$(trueorfalse False OFFLINE)" != "True" ]]; then
+        [[ -x "$venv/bin/pip" ]] || die $LINENO "no tempest virtualenv at $venv (set TEMPEST_VENV)"
+        "$venv/bin/pip" install --no-deps -e "$NOVA_EXT_DIR" \
+            || die $LINENO "installing nova-ext's tempest plugin into $venv failed"
+    fi
+    if ! "$venv/bin/python" -c 'import nova_ext.tempest.plugin' 2>/dev/null; then
+        die $LINENO "nova-ext's tempest plugin is not in tempest's environment $venv: add $NOVA_EXT_DIR to TEMPEST_PLUGINS, or with OFFLINE=True install it there beforehand"
+    fi
+}
+
 function configure_tempest_for_nova_ext {
+    install_nova_ext_tempest_plugin
     nova_ext_feature_flags tempest
     if [[ ${#NOVA_EXT_FLAGS[@]} -gt 0 ]]; then
         nova_ext_manage configure tempest --config-file "$TEMPEST_CONFIG" "${NOVA_EXT_FLAGS[@]}" \

@@ -1,1 +1,2 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova-ext: an extension pack for an unmodified upstream Nova 34."""

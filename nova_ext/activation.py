@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Activation of nova-ext in nova-api and nova-conductor, from nova.conf.
 
 Upstream Nova has no hook that loads third-party code in both nova-api and
@@ -115,17 +116,38 @@ def record_and_compare(active, conf=CONF):
                   problem)
 
 
+# What ``quota check`` shows for a cell conductor that recorded nothing.
+CELL_CONDUCTOR = 'not needed (cell conductor)'
+
+
 def activation_states(conf, expected_driver):
     """Every Nova API and conductor service, and every recorded activation:
     (binary, host, recorded driver or None, when or None, agrees).
+
+    With a superconductor (a nova-conductor registered in cell0, as in
+    DevStack's and the docs' multi-cell layout) the conductors of the other
+    cells check no quota and cannot reach the API database: one that
+    recorded nothing agrees, its ``when`` is :data:`CELL_CONDUCTOR`. In a
+    single-conductor deployment (no conductor in cell0) that conductor is
+    the one nova-api casts to, and must agree.
     """
     from nova_ext.quota import db
     recorded = {(host, binary): (driver, when) for host, binary, _pid,
                 driver, when in db.list_activations(conf)
                 if binary in QUOTA_BINARIES}
+    services = nova_services_by_cell(conf)
+    superconductor = any(binary == 'nova-conductor' and is_cell0
+                         for _host, binary, is_cell0 in services)
+    cell_conductors = {(host, binary) for host, binary, is_cell0 in services
+                       if superconductor and binary == 'nova-conductor' and
+                       not is_cell0}
     states = []
-    for host, binary in sorted(set(nova_services(conf)) | set(recorded)):
+    for host, binary in sorted({(host, binary) for host, binary, _ in
+                                services} | set(recorded)):
         driver, when = recorded.get((host, binary), (None, None))
+        if when is None and (host, binary) in cell_conductors:
+            states.append((binary, host, None, CELL_CONDUCTOR, True))
+            continue
         states.append((binary, host, driver, when,
                        (driver or None) == (expected_driver or None)))
     return states
@@ -150,8 +172,10 @@ def consistency_problems(conf, expected_driver):
     return problems
 
 
-def nova_services(conf):
-    """(host, binary) of Nova's API and conductor services in all cells."""
+def nova_services_by_cell(conf):
+    """(host, binary, registered in cell0) of Nova's API and conductor
+    services in all cells.
+    """
     from nova import context as nova_context
     from nova import objects
 
@@ -164,7 +188,9 @@ def nova_services(conf):
                 for s in objects.ServiceList.get_by_binary(cctxt, binary)]
 
     results = nova_context.scatter_gather_all_cells(ctxt, services_in_cell)
-    for result in results.values():
+    for cell_uuid, result in results.items():
         if not nova_context.is_cell_failure_sentinel(result):
-            found.update(result)
+            found.update((host, binary,
+                          cell_uuid == objects.CellMapping.CELL0_UUID)
+                         for host, binary in result)
     return sorted(found)

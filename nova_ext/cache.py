@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Short-lived memory of what plugins look up in databases.
 
 nova-scheduler answers many requests a second; a plugin that needs a
@@ -5,6 +6,12 @@ database answer per request (which hosts run an image, which rack a host
 no longer among the candidates is in) asks once per ``[nova_ext]`` TTL
 option instead. Thread-safe: nova-scheduler serves requests from several
 threads.
+
+Every such process-wide memory registers its reset here
+(:func:`register_reset`; a :class:`TTLLookup` does so itself), so that
+whoever needs "a fresh process" -- the sandbox and the tests that start
+several clouds in one process -- calls :func:`forget_all` once instead of
+knowing each module's private state.
 """
 
 import threading
@@ -13,6 +20,23 @@ import cachetools
 from oslo_config import cfg
 
 CONF = cfg.CONF
+
+_resets = []
+
+
+def register_reset(reset):
+    """Remember ``reset`` (no arguments) for :func:`forget_all`; returns it."""
+    _resets.append(reset)
+    return reset
+
+
+def forget_all():
+    """What nova-ext remembers in this process, forgotten: as if it had just
+    started. Only modules already imported have registered anything, and
+    only they can hold anything.
+    """
+    for reset in list(_resets):
+        reset()
 
 
 class TTLLookup:
@@ -25,6 +49,7 @@ class TTLLookup:
         self._maxsize = maxsize
         self._lock = threading.Lock()
         self._cache = None
+        register_reset(self.clear)
 
     def _current_cache(self):
         ttl = getattr(CONF.nova_ext, self._ttl_option)

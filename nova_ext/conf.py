@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every nova.conf option nova-ext reads, in the ``[nova_ext]`` group.
 
 Plugins call :func:`register_opts` on import, so the options exist in any Nova
@@ -258,7 +259,66 @@ from placement at most once per ``failure_domain_cache_seconds`` per level.
 """),
 ]
 
+spread_coordination_opts = [
+    cfg.StrOpt(
+        'coordination_backend_url',
+        secret=True,
+        help="""
+tooz URL of the lock that serialises the scheduling of one server group with
+a failure-domain spread across every nova-scheduler process and worker, for
+example ``redis://127.0.0.1:6379`` or ``mysql://nova:secret@db/nova_api``.
+Unset (the default): derived from ``[api_database] connection``, which every
+nova-scheduler already has: MySQL/MariaDB advisory locks (``GET_LOCK``) or
+PostgreSQL advisory locks on that server; any other database (sqlite) gives
+file locks under ``[oslo_concurrency] lock_path``, which hold on one host only.
+"""),
+    cfg.IntOpt(
+        'spread_lock_timeout',
+        default=30,
+        min=1,
+        help="""
+Seconds one scheduling request waits for its server group's spread lock
+before failing with NoValidHost that says so. Requests of one group queue
+behind each other; unrelated groups never wait on each other.
+"""),
+    cfg.StrOpt(
+        'spread_coordination_unavailable',
+        default='refuse',
+        choices=[
+            ('refuse', 'Fail the request with NoValidHost saying the '
+                       'coordination backend is unreachable: the spread '
+                       'limit is never broken.'),
+            ('schedule', 'Schedule without the lock and log a warning: '
+                         'servers keep being created, and members of one '
+                         'group created at the same moment may share a '
+                         'failure domain.'),
+        ],
+        help="""
+What a spread request does while the coordination backend cannot be reached.
+After a failure the backend is not tried again for
+``spread_coordination_retry_seconds``.
+"""),
+    cfg.IntOpt(
+        'spread_coordination_retry_seconds',
+        default=5,
+        min=0,
+        help="""
+After the coordination backend failed, how long spread requests skip it (and
+behave as ``spread_coordination_unavailable`` says) instead of trying again.
+"""),
+    cfg.BoolOpt(
+        'spread_serialize_groups',
+        default=True,
+        help="""
+Serialise the scheduling of each server group with a failure-domain spread
+and count its members from placement. False restores the unlocked behaviour,
+in which concurrent creates of one group can share a failure domain; only for
+measuring what the lock costs.
+"""),
+]
+
 ALL_OPTS = (failure_domain_opts + failure_domain_source_opts
+            + spread_coordination_opts
             + bin_packing_opts + image_locality_opts
             + request_filter_opts + quota_opts + libvirt_opts)
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``nova-ext-manage configure nova|tempest``: switch nova-ext's features on
 (or, with ``undo``, off) in an existing nova.conf or tempest.conf.
 
@@ -12,9 +13,14 @@ value).
 import difflib
 import os
 import re
+import stat
+import tempfile
 
 from nova.conf import scheduler as nova_scheduler_conf
+from oslo_config import cfg
 
+from nova_ext import conf as ext_conf
+from nova_ext import errors
 from nova_ext.virt.libvirt import shim
 
 NOVA_ALL_FILTERS = 'nova.scheduler.filters.all_filters'
@@ -32,6 +38,52 @@ ENGINE_PLUGIN = 'plugin=nova_ext'
 FEATURES = ('filters', 'weighers', 'request_filters', 'quota',
             'libvirt_driver')
 
+# Which features each Nova process runs code for (``configure --role``).
+# The quota driver is needed where Nova checks instance quota: nova-api
+# (create, resize) and the conductor that nova-api's ComputeTaskAPI casts
+# to -- the superconductor in a multi-cell deployment, which runs the
+# recheck after scheduling (schedule_and_build_instances) and unshelve's
+# recheck. A cell conductor only answers its computes (object calls,
+# reschedules to alternates with build_instances, which checks no quota),
+# and has no API database for the limits or the activation record.
+ROLES = {
+    'api': ('quota',),
+    'superconductor': ('quota',),
+    'conductor': ('quota',),  # one conductor for everything: one cell
+    'scheduler': ('filters', 'weighers', 'request_filters'),
+    'cell-conductor': (),
+    'compute': ('libvirt_driver',),
+}
+ROLE_REASONS = {
+    'quota': 'Nova checks instance quota in nova-api and the '
+             '(super)conductor only',
+    'filters': 'only nova-scheduler loads filters',
+    'weighers': 'only nova-scheduler loads weighers',
+    'request_filters': 'only nova-scheduler runs request filters',
+    'libvirt_driver': 'only nova-compute loads a compute driver',
+}
+
+
+def features_for_roles(features, roles):
+    """(features the processes of ``roles`` use, notes on the others).
+
+    ``roles``: names from :data:`ROLES` of the processes that read the
+    file; empty means "any process" and keeps every feature.
+    """
+    unknown = [role for role in roles if role not in ROLES]
+    if unknown:
+        raise ConfigureError('--role %s: expected one of %s' % (
+            ','.join(unknown), ', '.join(sorted(ROLES))))
+    if not roles:
+        return list(features), []
+    used = {feature for role in roles for feature in ROLES[role]}
+    kept = [feature for feature in features if feature in used]
+    notes = ['%s left out for %s: %s' % (
+        feature, ','.join(roles), ROLE_REASONS[feature])
+        for feature in features if feature not in used]
+    return kept, notes
+
+
 # What our tempest plugin's [nova_ext_feature_enabled] flags mean, by
 # feature (nova_ext/tempest/config.py).
 TEMPEST_FLAGS = {
@@ -43,7 +95,7 @@ TEMPEST_FLAGS = {
 }
 
 
-class ConfigureError(Exception):
+class ConfigureError(errors.OperatorError):
     pass
 
 
@@ -62,7 +114,12 @@ class IniFile(object):
     """An INI file edited in place: untouched lines stay byte for byte."""
 
     def __init__(self, text):
-        self.lines = text.splitlines()
+        # split('\n'), not splitlines(): that also splits at \x0c, \x1c,
+        # U+2028 ... inside a value, and text() would write them back as
+        # newlines.
+        self.lines = text.split('\n')
+        if self.lines[-1] == '':
+            self.lines.pop()
 
     def text(self):
         return '\n'.join(self.lines) + '\n' if self.lines else ''
@@ -298,28 +355,133 @@ def configure_tempest(ini, features, undo=False, failure_domain=None):
     return []
 
 
-def _parse_set(assignment):
+_SECTION_NAME = re.compile(r'[A-Za-z][A-Za-z0-9_-]*')
+_OPTION_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_-]*')
+_CONTROL = re.compile(r'[\x00-\x1f\x7f]')
+
+
+def _parse_set(assignment, target='nova'):
+    """(section, option, value) of one ``--set``; checked before any
+    write: a name with spaces or brackets, or a value with a newline,
+    would write lines that mean something else to oslo.config.
+    """
+    shown = errors.mask_secrets(assignment)
     name, equals, value = assignment.partition('=')
     section, dot, key = name.strip().rpartition('.')
+    value = value.strip()
     if not equals or not dot or not section or not key:
         raise ConfigureError(
             '--set %r: expected SECTION.OPTION=VALUE, e.g. '
-            'nova_ext.bin_packing_weight_multiplier=2.0' % assignment)
-    return section, key, value.strip()
+            'nova_ext.bin_packing_weight_multiplier=2.0' % shown)
+    if not _SECTION_NAME.fullmatch(section):
+        raise ConfigureError('--set %r: section name %r: letters, digits, '
+                             '_ and - only' % (shown, section))
+    if not _OPTION_NAME.fullmatch(key):
+        raise ConfigureError('--set %r: option name %r: letters, digits, '
+                             '_ and - only' % (shown, key))
+    if _CONTROL.search(value):
+        raise ConfigureError('--set %s.%s: the value holds a control '
+                             'character (newline, tab, ...); one line of '
+                             'text only' % (section, key))
+    if target == 'nova' and section == ext_conf.GROUP.name:
+        _check_nova_ext_option(key, value)
+    return section, key, value
+
+
+def _check_nova_ext_option(key, value):
+    """An unknown [nova_ext] option would be ignored by Nova without a
+    word; a mistyped value would stop the service that reads it.
+    """
+    known = {opt.dest: opt for opt in ext_conf.ALL_OPTS}
+    opt = known.get(key.replace('-', '_'))
+    if opt is None:
+        raise ConfigureError(
+            '--set nova_ext.%s: nova-ext has no such option (see '
+            'etc/nova-ext.conf.sample)' % key)
+    try:
+        conf = cfg.ConfigOpts()
+        conf.register_opt(opt, group='check')
+        conf.set_override(opt.dest, value, group='check')
+        getattr(conf.check, opt.dest)
+    except (ValueError, cfg.Error) as error:
+        raise ConfigureError('--set nova_ext.%s=%s: %s' % (
+            key, errors.mask_secrets(value), errors.one_line(error)))
+
+
+def _read_ini(path):
+    """The text of an INI file, or a one-line refusal: a binary file or
+    one oslo.config cannot parse is not edited.
+    """
+    if not os.path.isfile(path):
+        raise ConfigureError('%s: no such file' % path)
+    try:
+        with open(path, 'rb') as handle:
+            data = handle.read()
+    except OSError as error:
+        raise ConfigureError('%s: cannot read: %s' % (path, error.strerror))
+    if b'\0' in data:
+        raise ConfigureError('%s: binary file (NUL bytes), not an INI file; '
+                             'not editing it' % path)
+    try:
+        text = data.decode('utf-8')
+    except UnicodeDecodeError as error:
+        raise ConfigureError('%s: not UTF-8 text (byte %d); not editing it'
+                             % (path, error.start))
+    try:
+        cfg.ConfigParser(path, {}).parse()
+    except cfg.ParseError as error:
+        raise ConfigureError('%s; not editing it' % errors.mask_secrets(
+            errors.one_line(error)))
+    return text
+
+
+def write_atomically(path, text):
+    """Replace ``path``'s content: the old or the new file, never half of
+    one, with the same mode and owner (nova.conf is often root:nova 0640).
+    """
+    target = os.path.realpath(path)  # keep a symlinked nova.conf a symlink
+    old = os.stat(target)
+    directory = os.path.dirname(target)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' %
+                                   os.path.basename(target), suffix='.tmp')
+    except OSError as error:
+        raise ConfigureError('%s: cannot write in %s: %s' % (
+            path, directory, error.strerror))
+    try:
+        with os.fdopen(fd, 'w') as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, stat.S_IMODE(old.st_mode))
+        if (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+            try:
+                os.chown(tmp, old.st_uid, old.st_gid)
+            except PermissionError:
+                raise ConfigureError(
+                    '%s: owned by uid %d gid %d, which only root can keep '
+                    'when replacing it; run as root or as its owner'
+                    % (path, old.st_uid, old.st_gid))
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    directory_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(directory_fd)
+    finally:
+        os.close(directory_fd)
 
 
 def configure_file(path, target, features, undo=False, failure_domain=None,
                    assignments=(), dry_run=False):
     """Edit one file; return (changed, diff lines, warnings)."""
-    if not os.path.isfile(path):
-        raise ConfigureError('%s: no such file' % path)
-    with open(path) as handle:
-        before = handle.read()
+    parsed = [_parse_set(assignment, target) for assignment in assignments]
+    before = _read_ini(path)
     ini = IniFile(before)
     edit = configure_nova if target == 'nova' else configure_tempest
     warnings = edit(ini, features, undo=undo, failure_domain=failure_domain)
-    for assignment in assignments:
-        section, key, value = _parse_set(assignment)
+    for section, key, value in parsed:
         if undo:
             ini.remove(section, key)
         else:
@@ -330,9 +492,8 @@ def configure_file(path, target, features, undo=False, failure_domain=None,
                         'compute-feature-enabled'):
             ini.remove_if_empty(section)
     after = ini.text()
-    diff = list(difflib.unified_diff(
-        before.splitlines(), after.splitlines(), path, path, lineterm=''))
+    diff = [errors.mask_secrets(line) for line in difflib.unified_diff(
+        before.splitlines(), after.splitlines(), path, path, lineterm='')]
     if after != before and not dry_run:
-        with open(path, 'w') as handle:
-            handle.write(after)
+        write_atomically(path, after)
     return after != before, diff, warnings

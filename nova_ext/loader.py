@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Find nova-ext plugins, ours and third parties', through stevedore.
 
 Nova loads scheduler filters and weighers from class paths or from functions

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Whole numbers as operators and users type them, parsed strictly.
 
 Python's ``int()`` accepts ``' 3'``, ``'+3'``, ``'1_000'`` and digits of

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Quota check latency and SQL statements: Nova's DbQuotaDriver alone vs.
 the per_flavor driver, with 1k, 10k and 100k instances in MariaDB.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """select_destinations with the host_class pre-filter vs. the same policy in
 AggregateInstanceExtraSpecsFilter, against real placement.
 

@@ -3,11 +3,22 @@
 # Prints the venv path. Needs only python3 (3.11) and access to PyPI.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-venv=${NOVA_EXT_VENV:-$top/.venv}
 python=${PYTHON:-python3}
 
+# The Nova release to test against: 2026.2 (Nova 34, the default) or 2026.1
+# (Nova 33). Each has its own constraints file (with the matching placement)
+# and its own venv, so switching back and forth reinstalls nothing.
+release=${NOVA_EXT_NOVA_RELEASE:-2026.2}
+case "$release" in
+    2026.2) constraints=constraints.txt; default_venv=$top/.venv ;;
+    2026.1) constraints=constraints-2026.1.txt; default_venv=$top/.venv-2026.1 ;;
+    *) echo "NOVA_EXT_NOVA_RELEASE=$release: supported releases are 2026.2 (default) and 2026.1" >&2
+       exit 1 ;;
+esac
+venv=${NOVA_EXT_VENV:-$default_venv}
+
 # Reinstall whenever the pins or the package metadata change.
-stamp=$(cat "$top/constraints.txt" "$top/requirements.txt" \
+stamp=$(cat "$top/$constraints" "$top/requirements.txt" \
         "$top/test-requirements.txt" "$top/setup.cfg" | sha256sum | cut -c1-16)
 if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.nova-ext-stamp" 2>/dev/null)" = "$stamp" ]; then
     echo "$venv"
@@ -19,13 +30,24 @@ import sys
 if sys.version_info[:2] != (3, 11):
     sys.exit("nova-ext is tested on Python 3.11; found %s" % sys.version.split()[0])
 PY
-echo "Setting up $venv (pinned by constraints.txt; about a minute)..." >&2
+echo "Setting up $venv (Nova $release, pinned by $constraints; about a minute)..." >&2
+# libvirt-python (test-requirements.txt) compiles against libvirt's headers
+if ! pkg-config --exists libvirt 2>/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "Installing libvirt-dev and pkg-config (libvirt-python builds against them)..." >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+            libvirt-dev pkg-config >&2 || exit 1
+    else
+        echo "libvirt-python needs libvirt's headers: apt-get install libvirt-dev pkg-config" >&2
+        exit 1
+    fi
+fi
 rm -rf "$venv"
 "$python" -m venv "$venv"
 log="$venv/install.log"
 if ! (cd "$top" && PBR_VERSION=${PBR_VERSION:-0.1.0} "$venv/bin/pip" install \
-        -c constraints.txt -r requirements.txt -r test-requirements.txt \
-        -e . >"$log" 2>&1); then
+        -c "$constraints" -r requirements.txt -r test-requirements.txt \
+        -e ".[sandbox,simulator]" >"$log" 2>&1); then
     tail -40 "$log" >&2
     echo "pip install failed; full log: $log" >&2
     exit 1

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Smoke run of nova-ext's libvirt driver against a real libvirtd and QEMU.
 
 Optional (not part of ./run-tests.sh): the functional tests use Nova's

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bring the loopback cloud up by hand (keystone, glance, placement, Nova's
-# services, three fake computes; nova-ext enabled) and keep it until Ctrl-C,
-# which stops every service and drops its databases and RabbitMQ vhost.
+# services, four fake computes in two cells; nova-ext enabled) and keep it
+# until Ctrl-C, which stops every service and drops its databases and RabbitMQ vhost.
 # Prints the OS_* exports for the openstack CLI.
 #
 #   tools/loopback-cloud.sh              just the cloud

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova-ext-manage: nova-ext's operator commands.
 
     nova-ext-manage [--config-file nova.conf] host maintenance on HOST
@@ -20,6 +21,9 @@
     nova-ext-manage simulate [--cluster FILE] [--workload FILE]
                              [--conf FILE ...] [--seed N] [--arrivals N]
                              [--plot DIR] [--json FILE]
+    nova-ext-manage explain (--flavor F [--image I] [--hint K=V ...]
+                             [--group G] [--project P] [--az Z] [--num N]
+                             | --server UUID) [--json]
 
 ``on``/``off`` add or remove ``[nova_ext] maintenance_trait`` on the compute
 node resource provider named HOST (its hypervisor hostname), keeping every
@@ -49,18 +53,29 @@ DevStack plugin and the loopback cloud both use it (doc/source/devstack.rst).
 scheduler code once per nova.conf fragment and compares them side by side
 (doc/source/simulator.rst); it needs no cloud. Without arguments it runs the
 built-in examples.
+
+``explain`` dry-runs one request through the live cloud's scheduler code
+and configuration: request filters, placement's candidates, which filter
+removed each host, each weigher's share, the host Nova would pick
+(doc/source/explain.rst). It writes nothing.
 """
 
 import argparse
+import re
 import sys
+from urllib import parse as urlparse
+import warnings
 
 from oslo_config import cfg
 
+from nova_ext import errors
+
 PLACEMENT_VERSION = '1.18'  # ?required=<trait> on GET /resource_providers
 CONFLICT_RETRIES = 5
+_CONTROL = re.compile(r'[\x00-\x1f\x7f]')
 
 
-class CommandError(Exception):
+class CommandError(errors.OperatorError):
     pass
 
 
@@ -71,29 +86,54 @@ class Maintenance:
         self.placement = placement
         self.trait = trait
 
-    def _call(self, method, url, **kwargs):
-        return getattr(self.placement, method)(
+    def _call(self, method, url, expect=(200,), **kwargs):
+        resp = getattr(self.placement, method)(
             url, microversion=PLACEMENT_VERSION, raise_exc=False, **kwargs)
+        if resp.status_code == 401:
+            raise CommandError('placement: keystone refused the [placement] '
+                               'credentials in nova.conf (HTTP 401)')
+        if resp.status_code == 403:
+            raise CommandError('placement: the [placement] user in nova.conf '
+                               'may not %s %s (HTTP 403; it needs the admin '
+                               'role, as nova-compute\'s does)'
+                               % (method.upper(), url.split('?')[0]))
+        if resp.status_code not in expect:
+            raise CommandError('placement: %s %s: HTTP %s %s' % (
+                method.upper(), url, resp.status_code,
+                errors.one_line(resp.text)[:200]))
+        return resp
+
+    @staticmethod
+    def _json(resp, key):
+        try:
+            return resp.json()[key]
+        except (ValueError, KeyError, TypeError):
+            raise CommandError('placement: %s answered without %r; is '
+                               '[placement] pointing at placement?'
+                               % (resp.url, key))
 
     def _provider(self, host):
-        resp = self._call('get', '/resource_providers?name=%s' % host)
-        if resp.status_code != 200:
-            raise CommandError('placement: GET /resource_providers: %s %s'
-                               % (resp.status_code, resp.text))
-        providers = resp.json()['resource_providers']
-        if not providers:
-            raise CommandError('no resource provider named %s in placement'
+        if not host or _CONTROL.search(host) or len(host) > 200:
+            raise CommandError('host %r: not a compute node name' % host)
+        # Quoted: a name holding '&' or '#' would otherwise ask placement
+        # something else. Compared exactly: the operator named one host.
+        providers = self._json(self._call(
+            'get', '/resource_providers?name=%s' % urlparse.quote(
+                host, safe='')), 'resource_providers')
+        matches = [p for p in providers if p.get('name') == host]
+        if not matches:
+            raise CommandError('no resource provider named %s in placement '
+                               "(see 'openstack resource provider list')"
                                % host)
-        return providers[0]['uuid']
+        if len(matches) > 1:
+            raise CommandError('%d resource providers are named %s; not '
+                               'guessing which one' % (len(matches), host))
+        return matches[0]['uuid']
 
     def _change(self, host, add):
         uuid = self._provider(host)
         if add:
-            resp = self._call('put', '/traits/%s' % self.trait)
-            if resp.status_code not in (201, 204):
-                raise CommandError('placement: PUT /traits/%s: %s %s'
-                                   % (self.trait, resp.status_code,
-                                      resp.text))
+            self._call('put', '/traits/%s' % self.trait, expect=(201, 204))
         for _attempt in range(CONFLICT_RETRIES):
             url = '/resource_providers/%s/traits' % uuid
             current = self._call('get', url).json()
@@ -101,15 +141,13 @@ class Maintenance:
             wanted = traits | {self.trait} if add else traits - {self.trait}
             if wanted == traits:
                 return False
-            resp = self._call('put', url, json={
+            resp = self._call('put', url, expect=(200, 409), json={
                 'traits': sorted(wanted),
                 'resource_provider_generation':
                     current['resource_provider_generation']})
             if resp.status_code == 200:
                 return True
-            if resp.status_code != 409:  # 409: nova-compute got in first
-                raise CommandError('placement: PUT %s: %s %s'
-                                   % (url, resp.status_code, resp.text))
+            # 409: nova-compute got in first; read the generation again.
         raise CommandError('placement kept reporting conflicts for %s' % host)
 
     def on(self, host):
@@ -120,10 +158,12 @@ class Maintenance:
 
     def list(self):
         resp = self._call('get', '/resource_providers?required=%s'
-                          % self.trait)
+                          % urlparse.quote(self.trait, safe=''),
+                          expect=(200, 400))
         if resp.status_code == 400:  # the trait was never created
             return []
-        return sorted(p['name'] for p in resp.json()['resource_providers'])
+        return sorted(p['name'] for p in self._json(resp,
+                                                    'resource_providers'))
 
 
 def build_parser():
@@ -198,6 +238,11 @@ def build_parser():
     configure.add_argument('--set', dest='assignments', action='append',
                            default=[], metavar='SECTION.OPTION=VALUE',
                            help='any other option; repeat for several')
+    configure.add_argument(
+        '--role', dest='roles', action='append', default=[],
+        metavar='ROLE', help='a process that reads this nova.conf (api, '
+        'superconductor, conductor, scheduler, cell-conductor, compute); '
+        'repeat for several: features none of them runs are left out')
     configure.add_argument('--undo', action='store_true',
                            help='take out what these flags put in')
     configure.add_argument('--dry-run', action='store_true',
@@ -231,6 +276,23 @@ def build_parser():
     simulate.add_argument('--json', metavar='FILE',
                           help="write the results as JSON to FILE ('-': "
                                "standard output, instead of the table)")
+    explain = commands.add_parser(
+        'explain', help='why a request would land where it does, or why '
+                        'there is no valid host, on the live cloud')
+    request = explain.add_mutually_exclusive_group(required=True)
+    request.add_argument('--flavor', help='flavor ID or name')
+    request.add_argument('--server', metavar='UUID',
+                         help="an existing server's stored request")
+    explain.add_argument('--image', help='image ID')
+    explain.add_argument('--hint', action='append', default=[],
+                         metavar='KEY=VALUE', help='scheduler hint; repeat')
+    explain.add_argument('--group', help='server group name or UUID')
+    explain.add_argument('--project', help='project ID of the request')
+    explain.add_argument('--az', help='availability zone')
+    explain.add_argument('--num', type=int, default=1,
+                         help='number of servers in the request')
+    explain.add_argument('--json', action='store_true',
+                         help='JSON instead of tables')
     return parser
 
 
@@ -259,6 +321,8 @@ def run_simulate(args, out=sys.stdout, err=sys.stderr):
             return path
         return os.path.join(model.EXAMPLES, path)
 
+    if args.plot and not report.can_plot():
+        raise CommandError(report.PLOT_NEEDS)
     confs = args.conf or [
         os.path.join(model.EXAMPLES, 'conf', name + '.conf')
         for name in DEFAULT_SIMULATE_CONFS]
@@ -269,20 +333,14 @@ def run_simulate(args, out=sys.stdout, err=sys.stderr):
             path = builtin
         name = os.path.splitext(os.path.basename(path))[0]
         configs.append((name, path))
-    try:
-        cluster = model.load_cluster(example(args.cluster))
-        workload = model.load_workload(example(args.workload), args.seed)
-    except model.ModelError as error:
-        raise CommandError(str(error))
+    cluster = model.load_cluster(example(args.cluster))
+    workload = model.load_workload(example(args.workload), args.seed)
     if args.arrivals is not None:
         workload.arrivals = workload.arrivals[:max(0, args.arrivals)]
-    try:
-        comparison = engine.compare(
-            cluster, workload, configs,
-            progress_factory=lambda name, total: report.Progress(
-                name, total, err))
-    except engine.ConfigError as error:
-        raise CommandError(str(error))
+    comparison = engine.compare(
+        cluster, workload, configs,
+        progress_factory=lambda name, total: report.Progress(
+            name, total, err))
     if args.json == '-':
         report.write_json(comparison, out)
     else:
@@ -354,6 +412,10 @@ def check(conf, activation, out):
             in activation.activation_states(conf, expected)]
     print('[nova_ext] quota_driver here: %s' % (expected or 'none'),
           file=out)
+    if not rows:
+        print('no nova-api or nova-conductor has started with nova-ext '
+              'installed yet: nothing to compare', file=out)
+        return 1
     _table(['binary', 'host', 'quota driver', 'activated', 'state'], rows,
            out)
     return 0 if all(row[-1] == 'ok' for row in rows) else 1
@@ -390,8 +452,10 @@ def run_driver(args, conf=None, out=sys.stdout):
     return 0 if ok else 1
 
 
-def run_configure(args, out=sys.stdout, err=sys.stderr):
+def run_configure(args, out=None, err=None):
     from nova_ext import configure
+
+    out, err = out or sys.stdout, err or sys.stderr
 
     features = [feature for feature in configure.FEATURES
                 if args.all or getattr(args, feature)]
@@ -400,6 +464,15 @@ def run_configure(args, out=sys.stdout, err=sys.stderr):
                            '(--all, --filters, ...), --failure-domain or '
                            '--set' % args.target)
     try:
+        roles = [r for role in args.roles for r in role.split(',') if r]
+        if roles and not args.undo:
+            features, notes = configure.features_for_roles(features, roles)
+            if args.failure_domain and 'compute' not in roles:
+                notes.append('--failure-domain left out: only nova-compute '
+                             'reads it')
+                args.failure_domain = None
+            for note in notes:
+                print('nova-ext-manage: %s' % note, file=err)
         for path in args.target_files:
             changed, diff, warnings = configure.configure_file(
                 path, args.target, features, undo=args.undo,
@@ -412,11 +485,13 @@ def run_configure(args, out=sys.stdout, err=sys.stderr):
                 for line in diff:
                     print(line, file=out)
             else:
+                done = features + (['failure_domain']
+                                   if args.failure_domain else [])
+                done += [errors.mask_secrets(assignment)
+                         for assignment in args.assignments]
                 print('%s: %s (%s)' % (
                     path, 'updated' if changed else 'unchanged',
-                    ', '.join(features + (['failure_domain']
-                                          if args.failure_domain else [])
-                              + args.assignments)), file=out)
+                    ', '.join(done)), file=out)
     except configure.ConfigureError as error:
         raise CommandError(str(error))
     return 0
@@ -438,31 +513,18 @@ def run(args, placement, trait, out=sys.stdout):
     return 0
 
 
-def main(argv=None):
-    args = build_parser().parse_args(argv)
+def _dispatch(args):
     if args.category == 'simulate':
         import logging
         logging.basicConfig(level=logging.WARNING,
                             format='%(levelname)s %(name)s: %(message)s')
-        try:
-            from nova_ext.simulator import engine
-            engine.parse_defaults()
-            return run_simulate(args)
-        except CommandError as error:
-            print('nova-ext-manage: %s' % error, file=sys.stderr)
-            return 1
+        from nova_ext.simulator import engine
+        engine.parse_defaults()
+        return run_simulate(args)
     if args.category == 'configure':
-        try:
-            return run_configure(args)
-        except CommandError as error:
-            print('nova-ext-manage: %s' % error, file=sys.stderr)
-            return 1
+        return run_configure(args)
     if args.category == 'driver' and args.action != 'check':
-        try:
-            return run_driver(args)
-        except CommandError as error:
-            print('nova-ext-manage: %s' % error, file=sys.stderr)
-            return 1
+        return run_driver(args)
     import oslo_messaging
 
     import nova.conf
@@ -473,26 +535,127 @@ def main(argv=None):
 
     conf = nova.conf.CONF
     ext_conf.register_opts(conf)
+    # An operator at a terminal hears about an unreachable database in
+    # seconds, not after oslo.db's service defaults (10 retries, 10 s
+    # apart); nova.conf can still set others.
+    for group in ('api_database', 'database', 'nova_ext_database'):
+        conf.set_default('max_retries', 2, group=group)
+        conf.set_default('retry_interval', 1, group=group)
+    # As nova-manage does: registers messaging options (cells carry
+    # transport URLs) and points Nova's database layer at nova.conf.
+    config_args = ['nova-ext-manage']
+    for path in args.config_file:
+        config_args += ['--config-file', path]
+    config.parse_args(config_args, init_rpc=False,
+                      configure_db=args.category in ('db', 'quota',
+                                                     'explain'))
+    _quiet_nova_logs()
+    if args.category == 'explain':
+        from nova_ext import explain
+        return explain.run(args, conf)
+    if args.category in ('db', 'quota'):
+        # Registers [DEFAULT] transport_url, which cell mappings refer
+        # to.
+        oslo_messaging.TransportURL.parse(conf)
+        return run_quota(args, conf)
+    if args.category == 'driver':
+        return run_driver(args, conf)
+    placement = utils.get_ksa_adapter('placement')
+    return run(args, placement, conf.nova_ext.maintenance_trait)
+
+
+def _quiet_nova_logs():
+    # Nova's INFO lines (oslo.db, the thread pools) are for its services'
+    # log files; the operator sees our output and warnings.
+    import logging
+    logging.getLogger().setLevel(logging.WARNING)
+    # keystoneauth's discovery warnings come before our own one line
+    # saying the same.
+    logging.getLogger('keystoneauth').setLevel(logging.ERROR)
+
+
+_MISSING_TABLE = re.compile(
+    r'no such table: ([\w.]+)|Table \'([\w.]+)\' doesn.t exist|'
+    r'relation "([\w.]+)" does not exist')
+
+
+def _missing_table(error):
+    """The name of the table ``error`` says is missing, or None."""
+    from oslo_db import exception as db_exc
+
+    if isinstance(error, db_exc.DBNonExistentTable) and error.table:
+        return error.table.rpartition('.')[2]
+    match = _MISSING_TABLE.search(str(error))
+    if match is None:
+        return None
+    return next(name for name in match.groups() if name).rpartition('.')[2]
+
+
+def _operator_message(error):
+    """One line for an environment failure the operator can fix, or None."""
+    from keystoneauth1 import exceptions as ks_exc
+    from oslo_db import exception as db_exc
+    import sqlalchemy.exc
+
+    if isinstance(error, cfg.Error):
+        return str(error)
+    if isinstance(error, ks_exc.MissingAuthPlugin):
+        return ('placement: no credentials in nova.conf [placement] '
+                '(auth_type and friends, as for nova-compute)')
+    if isinstance(error, ks_exc.Unauthorized):
+        return ('placement: keystone refused the [placement] credentials '
+                'in nova.conf (HTTP 401)')
+    if isinstance(error, (ks_exc.ConnectFailure, ks_exc.EndpointNotFound,
+                          ks_exc.DiscoveryFailure,
+                          ks_exc.ConnectionError)):
+        return 'placement or keystone unreachable: %s' % error
+    if isinstance(error, ks_exc.ClientException):
+        return 'placement: %s' % error
+    table = _missing_table(error)
+    if table is not None:
+        if table.startswith('nova_ext_'):
+            return ('table %s is missing from the database: run '
+                    'nova-ext-manage db sync' % table)
+        return ("Nova's table %s is missing from the database nova.conf "
+                "names: is it Nova's API database, and has nova-manage "
+                "api_db sync run?" % table)
+    if isinstance(error, (db_exc.DBConnectionError,
+                          sqlalchemy.exc.OperationalError)):
+        reason = getattr(error, 'orig', None) or getattr(
+            error, 'inner_exception', None) or error
+        return 'database unreachable or refusing us: %s' % reason
+    if isinstance(error, sqlalchemy.exc.ArgumentError):
+        return 'database URL in nova.conf: %s' % error
+    if isinstance(error, (db_exc.DBError, sqlalchemy.exc.SQLAlchemyError)):
+        reason = getattr(error, 'orig', None) or getattr(
+            error, 'inner_exception', None) or error
+        return 'database: %s' % reason
+    return None
+
+
+def main(argv=None, err=None):
+    """Run one command; errors become one line on stderr and exit 1."""
+    err = err or sys.stderr
+    # What the operator reads is ours: not the deprecation notices of
+    # libraries Nova pulls in.
+    warnings.filterwarnings('ignore', category=DeprecationWarning)
+    warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
+    args = build_parser().parse_args(argv)
     try:
-        # As nova-manage does: registers messaging options (cells carry
-        # transport URLs) and points Nova's database layer at nova.conf.
-        config_args = ['nova-ext-manage']
-        for path in args.config_file:
-            config_args += ['--config-file', path]
-        config.parse_args(config_args, init_rpc=False,
-                          configure_db=args.category in ('db', 'quota'))
-        if args.category in ('db', 'quota'):
-            # Registers [DEFAULT] transport_url, which cell mappings refer
-            # to.
-            oslo_messaging.TransportURL.parse(conf)
-            return run_quota(args, conf)
-        if args.category == 'driver':
-            return run_driver(args, conf)
-        placement = utils.get_ksa_adapter('placement')
-        return run(args, placement, conf.nova_ext.maintenance_trait)
-    except (CommandError, cfg.Error) as error:
-        print('nova-ext-manage: %s' % error, file=sys.stderr)
-        return 1
+        return _dispatch(args)
+    except errors.OperatorError as error:
+        message = str(error)
+    except KeyboardInterrupt:
+        print('nova-ext-manage: interrupted', file=err)
+        return 130
+    except Exception as error:
+        message = _operator_message(error)
+        if message is None:
+            message = 'unexpected %s; details in %s' % (
+                type(error).__name__, errors.write_details(error))
+    print('nova-ext-manage: %s' % errors.mask_secrets(
+        errors.one_line(message)), file=err)
+    return 1
 
 
 if __name__ == '__main__':

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Quota driver plug point: ``[nova_ext] quota_driver``.
 
 Nova only accepts its three in-tree ``[quota] driver`` classes and asks the

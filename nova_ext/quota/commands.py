@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What ``nova-ext-manage db|quota ...`` does, apart from argument parsing.
 
 Every function takes the parsed nova.conf and raises :class:`CommandError`
@@ -6,6 +7,7 @@ with a message for the operator when the input is wrong.
 
 from oslo_log import log as logging
 
+from nova_ext import errors
 from nova_ext.quota import db
 
 LOG = logging.getLogger(__name__)
@@ -13,7 +15,7 @@ LOG = logging.getLogger(__name__)
 UNLIMITED = -1
 
 
-class CommandError(Exception):
+class CommandError(errors.OperatorError):
     pass
 
 
@@ -89,6 +91,26 @@ def _is_keystone_project_not_found(response):
     return 'could not find project' in message.lower()
 
 
+# The hard_limit column is a signed 32-bit integer on every database.
+MAX_LIMIT = 2 ** 31 - 1
+PROJECT_ID_LENGTH = 255  # the project_id column
+
+
+def check_project_id(project_id):
+    """A project ID that fits the column and names one project."""
+    if project_id is None:
+        return
+    if not project_id.strip() or project_id != project_id.strip():
+        raise CommandError('--project %r: give a project ID (no surrounding '
+                           'spaces) or \'*\'' % project_id)
+    if len(project_id) > PROJECT_ID_LENGTH:
+        raise CommandError('--project: %d characters; a project ID has at '
+                           'most %d' % (len(project_id), PROJECT_ID_LENGTH))
+    if any(ord(char) < 32 or ord(char) == 127 for char in project_id):
+        raise CommandError('--project %r: holds a control character'
+                           % project_id)
+
+
 def _limits(instances, cores, ram):
     limits = {name: value for name, value in (
         ('instances', instances), ('cores', cores), ('ram', ram))
@@ -96,14 +118,15 @@ def _limits(instances, cores, ram):
     if not limits:
         raise CommandError('give at least one of --instances, --cores, --ram')
     for name, value in limits.items():
-        if value < UNLIMITED:
-            raise CommandError('--%s %d: a limit is -1 (unlimited) or >= 0'
-                               % (name, value))
+        if not UNLIMITED <= value <= MAX_LIMIT:
+            raise CommandError('--%s %d: a limit is -1 (unlimited) or from '
+                               '0 to %d' % (name, value, MAX_LIMIT))
     return limits
 
 
 def set_limits(conf, project_id, flavor=None, quota_class=None,
                instances=None, cores=None, ram=None):
+    check_project_id(project_id)
     limits = _limits(instances, cores, ram)
     scope, name = resolve_scope(conf, flavor, quota_class)
     check_project(conf, project_id)
@@ -112,6 +135,7 @@ def set_limits(conf, project_id, flavor=None, quota_class=None,
 
 
 def delete_limits(conf, project_id, flavor=None, quota_class=None):
+    check_project_id(project_id)
     scope, name = resolve_scope(conf, flavor, quota_class)
     deleted = db.delete_limits(conf, project_id, scope, name)
     if not deleted:
@@ -121,6 +145,7 @@ def delete_limits(conf, project_id, flavor=None, quota_class=None):
 
 
 def show_limits(conf, project_id=None, flavor=None, quota_class=None):
+    check_project_id(project_id)
     scope = name = None
     if flavor or quota_class:
         scope, name = resolve_scope(conf, flavor, quota_class)
@@ -129,6 +154,7 @@ def show_limits(conf, project_id=None, flavor=None, quota_class=None):
 
 def usage(conf, project_id, flavor=None, quota_class=None):
     """Rows (resource, in use, limit) for one project and scope."""
+    check_project_id(project_id)
     if project_id == db.DEFAULT_PROJECT:
         raise CommandError('usage is counted per project: give a project ID')
     scope, name = resolve_scope(conf, flavor, quota_class)

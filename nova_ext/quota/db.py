@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova-ext's own tables, through oslo.db, and usage counting in Nova's cells.
 
 Tables (created by ``nova-ext-manage db sync``, alembic migrations in
@@ -289,19 +290,43 @@ def count_usage(context, project_id, flavor_ids):
     return usage
 
 
+VERSION_TABLE = 'nova_ext_alembic_version'
+
+
+def _alembic_config():
+    from alembic import config as alembic_config
+
+    config = alembic_config.Config()
+    config.set_main_option('script_location', 'nova_ext.quota:migrations')
+    return config
+
+
+def current_revision(conf):
+    """The revision nova-ext's tables are at (None: never synced)."""
+    from alembic import migration
+
+    engine = context_manager(conf).writer.get_engine()
+    with engine.connect() as connection:
+        return migration.MigrationContext.configure(
+            connection, opts={'version_table': VERSION_TABLE}
+        ).get_current_revision()
+
+
+def head_revision():
+    """The revision this nova-ext's migrations lead to."""
+    from alembic import script
+
+    return script.ScriptDirectory.from_config(
+        _alembic_config()).get_current_head()
+
+
 def sync(conf, revision='head'):
     """Create or upgrade nova-ext's tables (alembic); returns the revision."""
     from alembic import command
-    from alembic import config as alembic_config
-    from alembic import migration
 
-    cfg_ = alembic_config.Config()
-    cfg_.set_main_option('script_location', 'nova_ext.quota:migrations')
+    config = _alembic_config()
     engine = context_manager(conf).writer.get_engine()
     with engine.begin() as connection:
-        cfg_.attributes['connection'] = connection
-        command.upgrade(cfg_, revision)
-    with engine.connect() as connection:
-        return migration.MigrationContext.configure(
-            connection, opts={'version_table': 'nova_ext_alembic_version'}
-        ).get_current_revision()
+        config.attributes['connection'] = connection
+        command.upgrade(config, revision)
+    return current_revision(conf)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-flavor and per-flavor-class quotas on top of Nova's DB quota driver.
 
 Enabled by ``[nova_ext] quota_driver = per_flavor``. Limits are set with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An embedded Nova for trying nova-ext and for its functional tests.
 
 Runs Nova's own services in one process on Nova's functional-test fixtures

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """EmbeddedNova: Nova's in-process services, configured through nova.conf.
 
 The functional tests and the sandbox command both start clouds from this
@@ -20,13 +21,10 @@ from nova.tests.functional import fixtures as func_fixtures
 from nova.tests.functional import integrated_helpers
 
 from nova_ext import activation
+from nova_ext import cache
 from nova_ext import conf as ext_conf
 from nova_ext import quota
 from nova_ext.quota import db as quota_db
-from nova_ext.quota import per_flavor
-from nova_ext.scheduler import failure_domains
-from nova_ext.scheduler.request_filters import host_class
-from nova_ext.scheduler.weights import image_locality
 
 CONF = nova.conf.CONF
 # In a real service the [nova_ext] options register when Nova imports our
@@ -104,16 +102,8 @@ class EmbeddedNova(test.TestCase,
         self.useFixture(nova_fixtures.fixtures.MonkeyPatch(
             'nova.scheduler.request_filter.ALL_REQUEST_FILTERS',
             list(request_filter.ALL_REQUEST_FILTERS)))
-        self.useFixture(nova_fixtures.fixtures.MonkeyPatch(
-            'nova_ext.scheduler.request_filters.maintenance._traits_created',
-            set()))
-        for lookup in (failure_domains.domains_by_level,
-                       failure_domains.trait_domains_by_level,
-                       per_flavor.flavors_in_scope,
-                       per_flavor.limits_for,
-                       image_locality.hosts_by_image,
-                       host_class.image_classes):
-            lookup.clear()
+        # ... and without what an earlier one remembered
+        cache.forget_all()
         self.useFixture(nova_fixtures.CastAsCallFixture(self))
         self.useFixture(nova_fixtures.AllServicesCurrent())
         self.notifier = self.useFixture(

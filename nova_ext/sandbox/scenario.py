@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Run a sandbox scenario against an EmbeddedNova and tabulate what happened.
 
 A scenario (YAML) names racks and their sizes, ``[nova_ext]`` options and a
@@ -24,6 +25,7 @@ import yaml
 from nova.tests.fixtures import glance
 from nova.tests.functional.api import client
 
+from nova_ext import errors
 from nova_ext.sandbox import cloud
 
 IMAGES = {'first': glance.GlanceFixture.image1['id'],
@@ -32,9 +34,110 @@ DEFAULT_SCENARIO = os.path.join(os.path.dirname(__file__), 'scenarios',
                                 'default.yaml')
 
 
+# What each step may hold: a misspelled step or key would otherwise be
+# skipped and the run would still report success.
+STEP_KEYS = {
+    'say': set(),
+    'flavor': {'expect'},
+    'group': set(),
+    'boot': {'expect', 'same_host_as'},
+}
+SPEC_KEYS = {
+    'flavor': {'name', 'vcpu', 'ram', 'disk', 'extra_specs'},
+    'group': {'name', 'policy'},
+    'boot': {'name', 'flavor', 'group', 'hints', 'image', 'zone'},
+}
+EXPECT = {'flavor': ('created', 'rejected'), 'boot': ('ACTIVE', 'ERROR')}
+MAX_HOSTS = 200  # each is an in-process nova-compute
+
+
+class ScenarioError(errors.OperatorError):
+    pass
+
+
 def load(path=None):
-    with open(path or DEFAULT_SCENARIO) as f:
-        return yaml.safe_load(f)
+    path = path or DEFAULT_SCENARIO
+    try:
+        with open(path) as f:
+            scenario = yaml.safe_load(f)
+    except OSError as error:
+        raise ScenarioError('%s: cannot read: %s' % (path, error.strerror))
+    except yaml.YAMLError as error:
+        raise ScenarioError('%s: not valid YAML: %s' % (path, error))
+    validate(scenario, path)
+    return scenario
+
+
+def validate(scenario, path):
+    """Refuse what the sandbox would skip or trip over, naming the place."""
+    def fail(where, problem):
+        raise ScenarioError('%s: %s: %s' % (path, where, problem))
+
+    if not isinstance(scenario, dict):
+        fail('top', 'must be a mapping with racks and steps')
+    unknown = set(scenario) - {'racks', 'nova_conf', 'steps'}
+    if unknown:
+        fail(sorted(map(str, unknown))[0], 'unknown key (known: racks, '
+             'nova_conf, steps)')
+    racks = scenario.get('racks')
+    if not isinstance(racks, dict) or not racks:
+        fail('racks', 'must map rack names to numbers of hypervisors')
+    for rack, size in racks.items():
+        if not isinstance(rack, str) or isinstance(size, bool) or (
+                not isinstance(size, int)) or not 1 <= size <= MAX_HOSTS:
+            fail('racks.%s' % rack, 'a rack name and 1 to %d hypervisors'
+                 % MAX_HOSTS)
+    if sum(racks.values()) > MAX_HOSTS:
+        fail('racks', 'at most %d hypervisors in all' % MAX_HOSTS)
+    nova_conf = scenario.get('nova_conf') or {}
+    if not isinstance(nova_conf, dict) or any(
+            not isinstance(key, str) or '\n' in str(value)
+            for key, value in nova_conf.items()):
+        fail('nova_conf', 'must map [nova_ext] option names to one-line '
+             'values')
+    steps = scenario.get('steps')
+    if not isinstance(steps, list):
+        fail('steps', 'must be a list')
+    flavors, groups = set(), set()
+    for index, step in enumerate(steps):
+        where = 'steps[%d]' % index
+        kinds = [key for key in STEP_KEYS if isinstance(step, dict)
+                 and key in step]
+        if len(kinds) != 1:
+            fail(where, 'one of %s per step, got %s' % (
+                ', '.join(STEP_KEYS), ', '.join(map(str, step)) if
+                isinstance(step, dict) else repr(step)))
+        kind = kinds[0]
+        extra = set(step) - {kind} - STEP_KEYS[kind]
+        if extra:
+            fail(where, 'unknown key %s in a %s step' % (
+                sorted(map(str, extra))[0], kind))
+        if 'expect' in step and step['expect'] not in EXPECT[kind]:
+            fail(where + '.expect', 'one of %s' % ', '.join(EXPECT[kind]))
+        spec = step[kind]
+        if kind == 'say':
+            continue
+        if not isinstance(spec, dict) or not isinstance(spec.get('name'),
+                                                        str):
+            fail(where + '.' + kind, 'must be a mapping with a name')
+        extra = set(spec) - SPEC_KEYS[kind]
+        if extra:
+            fail('%s.%s' % (where, kind), 'unknown key %s (known: %s)' % (
+                sorted(map(str, extra))[0], ', '.join(sorted(
+                    SPEC_KEYS[kind]))))
+        if kind == 'flavor' and step.get('expect', 'created') == 'created':
+            flavors.add(spec['name'])
+        elif kind == 'group':
+            groups.add(spec['name'])
+        elif kind == 'boot':
+            if spec.get('flavor') not in flavors:
+                fail(where + '.boot.flavor', 'no flavor %r created by an '
+                     'earlier step' % spec.get('flavor'))
+            if spec.get('group') is not None and spec['group'] not in groups:
+                fail(where + '.boot.group', 'no group %r created by an '
+                     'earlier step' % spec['group'])
+            if spec.get('image', 'first') not in IMAGES:
+                fail(where + '.boot.image', 'one of %s' % ', '.join(IMAGES))
 
 
 def host_names(racks):
@@ -112,7 +215,8 @@ class Sandbox(cloud.EmbeddedNova):
             elif 'boot' in step:
                 self._boot(step['boot'], step.get('expect', 'ACTIVE'),
                            step.get('same_host_as'))
-        with open(os.path.join(self.state_dir, 'nova.log'), 'w') as f:
+        # Appended: nova-ext-sandbox logs Nova's own lines there too.
+        with open(os.path.join(self.state_dir, 'nova.log'), 'a') as f:
             f.write(self.stdlog.logger.output)
         if self.keep_serving:
             self._serve(self.keep_serving)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Failure domains: which domain a host is in, and what a request asks for.
 
 Shared by FailureDomainAntiAffinityFilter (hard) and
@@ -23,6 +24,7 @@ failure_domain``. Aggregates win where both name a domain.
 """
 
 import collections
+import threading
 import typing as ty
 
 import os_traits
@@ -31,6 +33,8 @@ from oslo_log import log as logging
 
 from nova_ext import cache
 from nova_ext import conf as ext_conf
+from nova_ext import numbers
+from nova_ext.scheduler import aggregate_keys
 
 CONF = cfg.CONF
 ext_conf.register_opts(CONF)
@@ -63,6 +67,7 @@ class SpreadRequest(ty.NamedTuple):
     trait_domains: dict = {}
     # 'aggregates' in [nova_ext] failure_domain_sources, read once
     use_aggregates: bool = True
+    group: ty.Any = None
 
     def domain_of(self, host_state):
         return host_domain(host_state, self.level, self.own_domain,
@@ -111,6 +116,7 @@ def host_domain(host_state, level, own_domain=None, trait_domains=None,
     key = AGGREGATE_KEY_PREFIX + level
     found = NO_DOMAIN
     for aggregate in host_state.aggregates if use_aggregates else ():
+        aggregate_keys.warn_near_misses(aggregate, key)
         domain = aggregate.metadata.get(key)
         if domain is None or domain == found:
             continue
@@ -157,6 +163,55 @@ def _members_per_host(group, instance_uuid, host_states):
     return counts
 
 
+class LiveMembers(threading.local):
+    """Where the members of the group being scheduled in this thread are,
+    read from placement inside the group's spread lock
+    (:mod:`nova_ext.scheduler.spread_scheduling`), and why the filter left
+    no host, for the NoValidHost reason.
+    """
+
+    group_uuid = None
+    counted = None
+    # len(group.hosts) when counted: Nova appends one host per server
+    # already placed by this (multi-create) request
+    hosts_seen = 0
+    why_no_host = None
+
+    def set(self, group_uuid, counted, hosts_seen):
+        self.group_uuid = group_uuid
+        self.counted = counted
+        self.hosts_seen = hosts_seen
+        self.why_no_host = None
+
+    def per_host(self, group):
+        """{host: members}, or None when nothing was counted for ``group``."""
+        if self.group_uuid is None or self.group_uuid != group.uuid:
+            return None
+        placed_now = collections.Counter((group.hosts or [])[
+            self.hosts_seen:])
+        return self.counted + placed_now
+
+    def no_host_because(self, reason):
+        self.why_no_host = reason
+
+    def reason(self):
+        return self.why_no_host
+
+    def clear(self):
+        self.set(None, None, 0)
+
+
+live_members = LiveMembers()
+
+
+def requested_level(spec_obj):
+    """The level the request spreads at (hint, flavor or [nova_ext]
+    default_spread_level), unvalidated; None when it asks for none.
+    """
+    level, _source = _requested(spec_obj, SPREAD_LEVEL)
+    return level or CONF.nova_ext.default_spread_level
+
+
 def spread_request(spec_obj, host_states, default_level=None):
     """Parse what ``spec_obj`` asks and count its group per domain.
 
@@ -182,13 +237,10 @@ def spread_request(spec_obj, host_states, default_level=None):
         max_per_domain = CONF.nova_ext.default_max_per_domain
     else:
         try:
-            max_per_domain = int(raw_max)
-        except (TypeError, ValueError):
-            max_per_domain = 0
-        if max_per_domain < 1:
-            raise InvalidSpreadRequest(
-                "%s %s=%r must be a whole number of 1 or more"
-                % (max_source, SPREAD_MAX_PER_DOMAIN, raw_max))
+            max_per_domain = numbers.parse_whole_number(raw_max, minimum=1)
+        except ValueError as error:
+            raise InvalidSpreadRequest("%s %s=%r %s" % (
+                max_source, SPREAD_MAX_PER_DOMAIN, raw_max, error))
 
     if group is None:
         if level_source == 'scheduler hint':
@@ -207,7 +259,10 @@ def spread_request(spec_obj, host_states, default_level=None):
     own_domain = CONF.nova_ext.hosts_without_failure_domain == 'host'
     use_aggregates = 'aggregates' in CONF.nova_ext.failure_domain_sources
     trait_domains = _trait_domains(level)
-    per_host = _members_per_host(group, spec_obj.instance_uuid, host_states)
+    per_host = live_members.per_host(group)
+    if per_host is None:
+        per_host = _members_per_host(group, spec_obj.instance_uuid,
+                                     host_states)
     candidates = {hs.host: hs for hs in host_states}
     unlisted = [host for host in per_host if host not in candidates]
     unlisted_domains = _domains_of_unlisted_hosts(
@@ -222,7 +277,7 @@ def spread_request(spec_obj, host_states, default_level=None):
         if domain is not NO_DOMAIN:
             per_domain[domain] += count
     return SpreadRequest(level, max_per_domain, per_domain, own_domain,
-                         trait_domains, use_aggregates)
+                         trait_domains, use_aggregates, group)
 
 
 def _domains_at_level(level):
@@ -248,10 +303,12 @@ def _domains_from_traits(level):
     """
     from nova.scheduler.client import report
 
-    client = report.report_client_singleton()
     prefix = trait_prefix(level)
     found = collections.defaultdict(set)
     try:
+        # Inside: a client that cannot be built (no [placement]
+        # credentials) is placement trouble too.
+        client = report.report_client_singleton()
         resp = client.get('/traits?name=startswith:' + prefix,
                           version='1.6')
         resp.raise_for_status()

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Replay a workload on a modeled cluster through Nova's scheduler code.
 
 For each nova.conf fragment the simulator builds, as nova-scheduler does:
@@ -49,6 +50,7 @@ import uuid
 from oslo_config import cfg
 from oslo_utils import timeutils
 
+from nova_ext import errors
 from nova_ext.simulator import model as sim_model
 
 LOG = logging.getLogger(__name__)
@@ -63,7 +65,7 @@ def image_id(name):
     return str(uuid.uuid5(uuid.NAMESPACE_DNS, 'image-' + name))
 
 
-class ConfigError(ValueError):
+class ConfigError(errors.OperatorError, ValueError):
     """A nova.conf fragment the simulator cannot apply."""
 
 
@@ -379,9 +381,7 @@ class Simulation:
         # the databases nova-ext's plugins would ask
         hosts_with_image = collections.defaultdict(set)
         image_instances = collections.Counter()
-        domains = {}
-        for level in ('rack', 'row'):
-            domains[level] = {h.name: {getattr(h, level)} for h in hosts}
+        domains = self._failure_domains(conf)
 
         # Nova picks among host_subset_size best hosts with ``random``:
         # seeded for repeatable runs, and given back afterwards so the
@@ -395,17 +395,36 @@ class Simulation:
                 conf, config_path, name, progress, host_manager, scheduler,
                 states, capacity, used, instances_on, index_of, allowed,
                 classes, classed, route, isolation, hosts_with_image,
-                image_instances, scheduler_manager, objects)
+                image_instances, scheduler_manager, objects, domains)
         finally:
             image_locality.use_source(None)
             failure_domains.use_source(None)
             random.setstate(random_state)
 
+    def _failure_domains(self, conf):
+        """{level: {host: {domain, ...}}} for every level of ``[nova_ext]
+        failure_domain_levels``, read from the model's aggregates'
+        ``nova_ext:failure_domain:<level>`` metadata as the scheduler reads
+        a cloud's (the generated racks and rows, and any level an
+        ``aggregates:`` entry of the cluster file declares).
+        """
+        from nova_ext.scheduler import failure_domains
+
+        prefix = failure_domains.AGGREGATE_KEY_PREFIX
+        domains = {level: {} for level in conf.nova_ext.failure_domain_levels}
+        for aggregate in self.cluster.aggregates:
+            for key, domain in aggregate.metadata.items():
+                level = key[len(prefix):] if key.startswith(prefix) else None
+                if level in domains:
+                    for host in aggregate.hosts:
+                        domains[level].setdefault(host, set()).add(domain)
+        return domains
+
     def _replay(self, conf, config_path, name, progress, host_manager,
                 scheduler, states, capacity, used, instances_on, index_of,
                 allowed, classes, classed, route, isolation,
                 hosts_with_image, image_instances, scheduler_manager,
-                objects):
+                objects, domains):
         from nova_ext.scheduler.request_filters import host_class
 
         workload = self.workload
@@ -555,15 +574,18 @@ class Simulation:
                 _, members, on_hosts = groups[arrival.group]
                 members.add(instance_uuid)
                 on_hosts[chosen.host] += 1
-                if group.spread_level in ('rack', 'row') and group.policy in (
+                if group.spread_level in domains and group.policy in (
                         'anti-affinity', 'soft-anti-affinity'):
                     spread_members += 1
-                    domain = getattr(hosts[i], group.spread_level)
                     limit = group.max_per_domain or (
                         conf.nova_ext.default_max_per_domain)
-                    if group_domains[arrival.group][domain] >= limit:
+                    on_domains = domains[group.spread_level].get(
+                        hosts[i].name, ())
+                    if any(group_domains[arrival.group][domain] >= limit
+                           for domain in on_domains):
                         violations += 1
-                    group_domains[arrival.group][domain] += 1
+                    for domain in on_domains:
+                        group_domains[arrival.group][domain] += 1
             report(i)
 
             if arrival.index % sample_every == 0:

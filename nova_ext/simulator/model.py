@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Cluster models and workloads of ``nova-ext-manage simulate``, from YAML.
 
 Both files are read with a YAML loader that remembers where each value
@@ -13,15 +14,24 @@ import typing as ty
 
 import yaml
 
+from nova_ext import errors
+
 EXAMPLES = os.path.join(os.path.dirname(__file__), 'examples')
 DEFAULT_CLUSTER = os.path.join(EXAMPLES, 'cluster-500.yaml')
 DEFAULT_WORKLOAD = os.path.join(EXAMPLES, 'workload-mixed.yaml')
+
+# Refused before anything is allocated: a typo such as count: 1000000000
+# would otherwise build hosts until memory runs out.
+MAX_NUMBER = 10 ** 9
+MAX_HOSTS = 20000
+MAX_ARRIVALS = 1000000
+MAX_IMAGES = 100000
 
 POLICIES = ('anti-affinity', 'soft-anti-affinity', 'affinity',
             'soft-affinity')
 
 
-class ModelError(ValueError):
+class ModelError(errors.OperatorError, ValueError):
     """A cluster model or workload file that cannot be simulated."""
 
     def __init__(self, path, line, field, message):
@@ -53,17 +63,26 @@ class _Loader(yaml.SafeLoader):
 
 
 def _construct_map(loader, node):
+    own = {id(key_node) for key_node, _ in node.value}
     loader.flatten_mapping(node)
     result = _Map()
     result.line = node.start_mark.line + 1
     result.lines = {}
+    merged = set()  # keys from a '<<' merge, which this mapping overrides
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
-        if key in result:
+        if not isinstance(key, str):
+            raise ModelError(loader.name, key_node.start_mark.line + 1,
+                             repr(key), 'field names are strings')
+        if key in result and key not in merged:
             raise ModelError(loader.name, key_node.start_mark.line + 1, key,
                              'appears twice in this mapping')
         result[key] = loader.construct_object(value_node, deep=True)
         result.lines[key] = key_node.start_mark.line + 1
+        if id(key_node) in own:
+            merged.discard(key)
+        else:
+            merged.add(key)
     return result
 
 
@@ -147,6 +166,11 @@ class _Reader:
                 value, bool)):
             raise self.error(key, 'must be %s, got %r' % (
                 _KIND_NAMES.get(kind, kind.__name__), value))
+        if kind in (int, float) and not (
+                -MAX_NUMBER <= value <= MAX_NUMBER):  # also NaN
+            raise self.error(key, 'must be a number from %s to %d, got %r'
+                             % (minimum if minimum is not None
+                                else -MAX_NUMBER, MAX_NUMBER, value))
         if minimum is not None and value < minimum:
             raise self.error(key, 'must be at least %s, got %r'
                              % (minimum, value))
@@ -335,6 +359,10 @@ def load_cluster(path):
         group.finish()
         groups.append(parsed)
 
+    total = sum(group.count for group in groups)
+    if total > MAX_HOSTS:
+        raise top.error('host_groups', '%d hosts; the simulator models at '
+                        'most %d' % (total, MAX_HOSTS))
     hosts = []
     rack_number = 0
     for group in groups:
@@ -507,6 +535,9 @@ def _images(top):
         listed = [(str(n), None) for n, _ in images.items('names')]
     else:
         count = images.get('count', int, default=1, minimum=1)
+        if count > MAX_IMAGES:
+            raise images.error('count', 'at most %d, got %d'
+                               % (MAX_IMAGES, count))
         listed = [('image-%d' % (i + 1), None) for i in range(count)]
     exponent = images.get('zipf', float, default=0.0, minimum=0.0)
     weights = _zipf_weights(len(listed), exponent)
@@ -555,7 +586,11 @@ def _sequence(top, flavors, images, groups):
         if group is not None and group not in groups:
             raise step.error('group', 'no server group named %r under '
                              'groups' % group)
-        for _ in range(step.get('count', int, default=1, minimum=1)):
+        count = step.get('count', int, default=1, minimum=1)
+        if len(arrivals) + count > MAX_ARRIVALS:
+            raise step.error('count', 'the sequence would hold more than '
+                             '%d arrivals' % MAX_ARRIVALS)
+        for _ in range(count):
             if pending:
                 departures[len(arrivals)] = pending
                 pending = []
@@ -570,6 +605,9 @@ def path_of(reader):
 
 def _generate(top, flavors, images, groups, rng):
     count = top.get('arrivals', int, required=True, minimum=1)
+    if count > MAX_ARRIVALS:
+        raise top.error('arrivals', 'at most %d, got %d'
+                        % (MAX_ARRIVALS, count))
     group_mix = top.mapping_of('server_groups')
     group_share = 0.0
     if group_mix is not None:

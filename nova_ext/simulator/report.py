@@ -1,5 +1,7 @@
+# SPDX-License-Identifier: Apache-2.0
 """What ``nova-ext-manage simulate`` shows: a table, JSON, PNG plots."""
 
+import importlib.util
 import json
 import os
 import sys
@@ -108,6 +110,15 @@ def write_json(comparison, out, with_placements=False):
     json.dump(comparison.as_dict(with_placements), out, indent=2,
               sort_keys=True)
     out.write('\n')
+
+
+PLOT_NEEDS = ('--plot needs matplotlib, in the simulator extra: '
+              'pip install "nova-ext[simulator]"')
+
+
+def can_plot():
+    """matplotlib is an extra: Nova's environment need not carry it."""
+    return importlib.util.find_spec('matplotlib') is not None
 
 
 def plot(comparison, directory):

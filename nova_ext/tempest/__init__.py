@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova-ext's tempest plugin (entry point ``tempest.test_plugins``).
 
 Tests a running cloud through its APIs only, with tempest's stable surfaces

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tempest.conf options of nova-ext's tempest plugin."""
 
 from oslo_config import cfg
@@ -45,6 +46,11 @@ opts = [
                     "'*' --flavor ...)."),
     cfg.IntOpt('quota_limited_instances', default=1,
                help='That limit.'),
+    cfg.StrOpt('libvirt_uri',
+               help="libvirt URI of a compute running nova-ext's libvirt "
+                    "driver, reachable from tempest (read-only is enough; "
+                    "libvirt-python installed next to tempest), e.g. "
+                    "qemu:///system. Unset: the live domain test skips."),
     cfg.StrOpt('maintenance_trait', default='CUSTOM_NOVA_EXT_MAINTENANCE',
                help="nova-scheduler's [nova_ext] maintenance_trait."),
 ]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tempest's entry into nova-ext's tests and options."""
 
 import os

@@ -20,8 +20,9 @@
 #
 # Variables the tests may set: ENABLED_SERVICES, DISABLED_SERVICES (what
 # local.conf's disable_service leaves), VIRT_DRIVER, GLOBAL_VENV,
-# CELLSV2_SETUP, NOVA_BIN_DIR (default: this checkout's .venv/bin),
-# NOVA_EXT_DIR and the other NOVA_EXT_* settings.
+# CELLSV2_SETUP, USE_VENV, OFFLINE, TEMPEST_PLUGINS, NOVA_BIN_DIR (default:
+# this checkout's .venv/bin), HARNESS_TEMPEST_PYTHON, NOVA_EXT_DIR and the
+# other NOVA_EXT_* settings.
 set -o errexit -o nounset -o pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -103,9 +104,12 @@ function safe_chown {
 
 # --- inc/python -----------------------------------------------------------
 
+# As DevStack's: nothing at all with OFFLINE=True; into PIP_VIRTUAL_ENV
+# when that is set (recorded as "[venv DIR]").
 function pip_install {
     local arg previous=""
-    echo "pip_install $*" >> "$CALLS"
+    [[ "${OFFLINE:-False}" == "True" ]] && return 0
+    echo "pip_install ${PIP_VIRTUAL_ENV:+[venv $PIP_VIRTUAL_ENV] }$*" >> "$CALLS"
     for arg in "$@"; do
         if [[ "$previous" == "-r" ]]; then
             sed 's/^/    /' "$arg" >> "$CALLS"
@@ -228,6 +232,22 @@ NOVA_CONF=$NOVA_CONF_DIR/nova.conf
 NOVA_CPU_CONF=$NOVA_CONF_DIR/nova-cpu.conf
 TEMPEST_DIR=$DEST/tempest
 TEMPEST_CONFIG=$TEMPEST_DIR/etc/tempest.conf
+NOVA_DIR=$DEST/nova
+declare -A PROJECT_VENV
+if [[ "${USE_VENV:-False}" == "True" ]]; then
+    PROJECT_VENV[nova]=$NOVA_DIR.venv
+fi
+# lib/tempest's tox venv: its pip records what it is asked to install; its
+# python is HARNESS_TEMPEST_PYTHON (default: this checkout's venv, where
+# nova-ext's tempest plugin imports).
+TEMPEST_VENV_BIN=$TEMPEST_DIR/.tox/tempest/bin
+mkdir -p "$TEMPEST_VENV_BIN"
+printf '#!/bin/sh\necho "tempest-venv pip $*" >> "%s"\n' "$CALLS" > "$TEMPEST_VENV_BIN/pip"
+chmod +x "$TEMPEST_VENV_BIN/pip"
+# (a script, not a symlink: a venv's python found through a symlink
+# elsewhere does not know its venv)
+printf '#!/bin/sh\nexec "%s" "$@"\n' "${HARNESS_TEMPEST_PYTHON:-$TOP/.venv/bin/python3}" > "$TEMPEST_VENV_BIN/python"
+chmod +x "$TEMPEST_VENV_BIN/python"
 NOVA_FILTERS="ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter,SameHostFilter,DifferentHostFilter"
 mkdir -p "$NOVA_CONF_DIR" "$TEMPEST_DIR/etc"
 

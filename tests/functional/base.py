@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Functional tests: a whole Nova in one process, set up as an operator would.
 
 Each test class describes its cloud (hosts, enabled filters, ``[nova_ext]``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova_ext: flavor extra specs are validated by nova-api itself.
 
 Nova loads our validators through its ``nova.api.extra_spec_validators``
@@ -44,10 +45,12 @@ class ExtraSpecValidationTest(base.NovaExtTestCase):
                 self.flavor)['nova_ext:spread_level'])
 
     def test_max_per_domain_must_be_positive_integer(self):
-        self._assert_refused('nova_ext:spread_max_per_domain', '0',
-                             'a whole number of 1 or more')
-        self._assert_refused('nova_ext:spread_max_per_domain', 'two',
-                             'a whole number of 1 or more')
+        # Nova's own int() check would take '1_000', '+3', ' 3' and '３'.
+        for bad in ('0', 'two', '1_000', '+3', ' 3', '\uff13', '03',
+                    '10000000', '9' * 200):
+            self._assert_refused('nova_ext:spread_max_per_domain', bad,
+                                 'a whole number from 1 to 1000000 in plain '
+                                 'decimal digits')
 
     def test_unknown_key_in_our_namespace_is_refused(self):
         self._assert_refused('nova_ext:spread_levle', 'rack')

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """FailureDomainAntiAffinityFilter inside a real Nova.
 
 Given hosts in racks declared with aggregate metadata, when users boot the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova-ext's libvirt driver in Nova's libvirt functional environment.
 
 Real LibvirtDriver code over Nova's fakelibvirt: nova-compute loads our
@@ -22,7 +23,7 @@ from nova.tests.functional.api import client
 from nova.tests.functional.libvirt import base
 from oslo_utils import uuidutils
 
-from nova_ext.scheduler import failure_domains
+from nova_ext import cache
 from nova_ext.virt.libvirt import driver as ext_driver
 from nova_ext.virt.libvirt import mutators
 from nova_ext.virt.libvirt.mutators import domain_metadata
@@ -59,9 +60,7 @@ class LibvirtDriverTestCase(base.ServersTestBase):
         self.defined = {}  # domain name -> every XML defined, in order
         super().setUp()
         self.admin_api.microversion = 'latest'
-        for lookup in (failure_domains.domains_by_level,
-                       failure_domains.trait_domains_by_level):
-            lookup.clear()
+        cache.forget_all()
         original_define = fakelibvirt.Connection.defineXML
 
         def define_and_record(connection, xml):
@@ -147,10 +146,23 @@ class TestLoading(LibvirtDriverTestCase):
         self.boot(self.flavor())
 
     def test_check_reports_the_driver_value(self):
-        result = manage('driver', 'check')
-        self.assertEqual(0, result.returncode, result.stdout + result.stderr)
-        self.assertIn('compute_driver = nova_ext_libvirt.LibvirtDriver',
-                      result.stdout)
+        # What nova.conf says, read from the file named: ours, or Nova's
+        # with a note. (The shim's own hint line also names our driver, so
+        # the report line is matched whole.)
+        directory = self.useFixture(fixtures.TempDir()).path
+        for value, report in (
+                ('nova_ext_libvirt.LibvirtDriver',
+                 'nova.conf compute_driver: nova_ext_libvirt.LibvirtDriver\n'),
+                ('libvirt.LibvirtDriver',
+                 "nova.conf compute_driver: libvirt.LibvirtDriver (not "
+                 "nova-ext's driver)\n")):
+            conf = os.path.join(directory, value + '.conf')
+            with open(conf, 'w') as handle:
+                handle.write('[DEFAULT]\ncompute_driver = %s\n' % value)
+            result = manage('--config-file', conf, 'driver', 'check')
+            self.assertEqual(0, result.returncode,
+                             result.stdout + result.stderr)
+            self.assertIn(report, result.stdout)
 
 
 class TestMutatorsOff(LibvirtDriverTestCase):

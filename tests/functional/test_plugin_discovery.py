@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Third-party plugins in our entry-point namespaces load like ours.
 
 Given an installed distribution ("acme-sched", written to a directory on

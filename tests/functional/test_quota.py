@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-flavor quotas through Nova's REST API, with the quota driver
 activated from nova.conf (``[nova_ext] quota_driver = per_flavor``) and
 limits set with ``nova-ext-manage quota``.
@@ -222,7 +223,8 @@ class ValidationTest(QuotaTestCase):
                 (['--class', 'tpu', '--instances', '1'],
                  "unknown flavor class 'tpu'"),
                 (['--class', 'gpu', '--instances', '-2'],
-                 'a limit is -1 (unlimited) or >= 0'),
+                 '--instances -2: a limit is -1 (unlimited) or from 0 to '
+                 '2147483647'),
                 (['--class', 'gpu'], 'give at least one of')):
             out = self.quota('quota', 'set', '--project', self.project,
                              *argv, expect_rc=1)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Placement request pre-filters inside a real nova-scheduler.
 
 What a pre-filter excludes must never come back from placement: the tests
@@ -93,6 +94,27 @@ class MaintenanceTest(PreFilterTestCase):
                            hints={'nova_ext:ignore_maintenance': 'true'},
                            expected_state='ERROR')
         self.assertNoValidHost(server, 'for administrators only')
+
+    def test_only_the_host_named_exactly_is_marked(self):
+        # A prefix, another case, a trailing space, a name that would add
+        # a second query parameter unquoted: each names no host, and
+        # nothing is marked.
+        placement = adapter.Adapter(session.Session(
+            auth=token_endpoint.Token(self.placement_fixture.endpoint,
+                                      'admin')), service_type='placement')
+        for host, message in (
+                ('host', 'no resource provider named host in placement'),
+                ('HOST1', 'no resource provider named HOST1'),
+                ('host1 ', 'no resource provider named host1 '),
+                ('host1&name=host2', 'no resource provider named host1&'),
+                ('host1\n', 'not a compute node name')):
+            args = manage.build_parser().parse_args(
+                ['host', 'maintenance', 'on', host])
+            error = self.assertRaises(
+                manage.CommandError, manage.run, args, placement,
+                'CUSTOM_NOVA_EXT_MAINTENANCE', io.StringIO())
+            self.assertIn(message, str(error))
+        self.assertEqual('', self.manage('host', 'maintenance', 'list'))
 
     def test_activation_is_logged_once(self):
         log = self.stdlog.logger.output

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The sandbox command, run as a user runs it (README command 1)."""
 
 import os
@@ -28,3 +29,11 @@ class SandboxCommandTest(testtools.TestCase):
         self.assertIn('No valid host', ' '.join(rows['web-4']))
         with open(os.path.join(state, 'nova.conf')) as f:
             self.assertIn('nova_ext.scheduler.filters.all_filters', f.read())
+        # What the person reads is the sandbox's: Nova's own log lines
+        # (import notices, thread pools shutting down after the scenario)
+        # are in nova.log, not before the table.
+        self.assertEqual('', run.stderr)
+        self.assertTrue(out.startswith('nova-ext sandbox: '), out[:300])
+        self.assertNotIn(' INFO ', out)
+        with open(os.path.join(state, 'nova.log')) as f:
+            self.assertIn('Starting compute node', f.read())

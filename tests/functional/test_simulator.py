@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The simulator decides as the functional Nova stack does.
 
 The same nova.conf fragment drives an embedded Nova (API, conductor,

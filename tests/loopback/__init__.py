@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The loopback tier: a real cloud (keystone, glance, placement, Nova's
 services, three computes) driven by the openstack CLI and tempest.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A real multi-process cloud on 127.0.0.1 for the ``loopback`` tier.
 
 What runs, each a separate process from this venv, against this machine's
@@ -7,9 +8,10 @@ dropped again at the end:
 * keystone, glance (file store in the run directory), placement and
   nova-api (``osapi_compute``) as WSGI applications under gunicorn, with
   keystonemiddleware authenticating every request;
-* nova-conductor, nova-scheduler (2 workers) and three nova-compute
-  processes (``fake.FakeDriverWithoutFakeNodes``, one ``state_path`` each,
-  no database options) started from their console scripts;
+* nova-conductor, nova-scheduler (2 workers) and four nova-compute
+  processes, two per cell (``fake.FakeDriverWithoutFakeNodes``, one
+  ``state_path`` each, no database options) started from their console
+  scripts;
 * a network stand-in (:mod:`tests.loopback.network_standin`) in place of
   neutron-server: Nova needs a ``network`` endpoint even for ``--nic none``
   servers, and the stand-in answers only those calls with "no ports, no
@@ -18,11 +20,15 @@ dropped again at the end:
 The base ``nova.conf`` (databases, transport, keystone_authtoken, service
 credentials) is written here; nova-ext's features are switched on by
 ``nova-ext-manage configure nova`` (the same command the DevStack plugin
-runs), its tables created by ``nova-ext-manage db sync``. The libvirt driver
-is not part of this cloud: the computes run Nova's fake driver.
+runs), its tables created by ``nova-ext-manage db sync``.
+
+A fourth compute, ``cmp-qemu``, runs nova-ext's libvirt driver on a
+libvirtd and QEMU (TCG) of its own: :mod:`tests.loopback.hypervisor`
+(started where the computes start, registered once the cloud is up); the
+image every server boots is :mod:`tests.loopback.guest_image`'s.
 
 Failure domains: two racks as host aggregates, ``nova_ext:failure_domain:
-rack=r1`` (cmp1, cmp2) and ``r2`` (cmp3), created by
+rack=r1`` (cmp1, cmp3) and ``r2`` (cmp2, cmp4), across the cells, created by
 :meth:`LoopbackCloud.operator_steps` with the openstack CLI.
 
 Use as a fixture (``useFixture(LoopbackCloud())``) or by hand::
@@ -52,6 +58,8 @@ import urllib.request
 
 import fixtures
 
+from tests.loopback import guest_image
+from tests.loopback import hypervisor
 from tests.system import processes
 
 BIN = processes.BIN
@@ -59,8 +67,22 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 REGION = 'RegionOne'
 PASSWORD = 'loopback'
-COMPUTES = ('cmp1', 'cmp2', 'cmp3')
-RACKS = (('r1', ('cmp1', 'cmp2')), ('r2', ('cmp3',)))
+# Two cells, each with its own database, RabbitMQ vhost and conductor
+# (nova_<cell>.conf); nova-api, the superconductor and the scheduler use
+# the API database, cell0 and a top-level vhost (nova.conf), as DevStack's
+# CELLSV2_SETUP=superconductor does.
+# Two computes per cell: Nova moves servers within their cell only and
+# the fake driver cannot cold-migrate to the same host, so a cell with one
+# compute makes upstream tempest's cold migration fail whenever the
+# scheduler picks that cell
+CELLS = (('cell1', ('cmp1', 'cmp2')), ('cell2', ('cmp3', 'cmp4')))
+COMPUTES = tuple(host for _, hosts in CELLS for host in hosts)
+CELL_OF = {host: cell for cell, hosts in CELLS for host in hosts}
+# racks span the cells: a failure domain is where the hardware is, a cell
+# is how Nova's databases and queues are split
+RACKS = (('r1', ('cmp1', 'cmp3')), ('r2', ('cmp2', 'cmp4')))
+CONDUCTORS = {'ctl': None}  # the superconductor; cell conductors below
+CONDUCTORS.update({'%s-conductor' % cell: cell for cell, _ in CELLS})
 SERVICE_USERS = ('nova', 'placement', 'glance')
 # nova-ext features the cloud runs: everything but the libvirt driver (the
 # computes are fake) -- passed to nova-ext-manage configure nova/tempest
@@ -69,6 +91,10 @@ FEATURES = ('--filters', '--weighers', '--request-filters', '--quota')
 # weighers, which is what tempest's bin_packing_weigher flag promises
 NOVA_ONLY = ('--set', 'nova_ext.bin_packing_weight_multiplier=10.0')
 KEEP_RUNS = 3
+UPSTREAM_INCLUDE = os.path.join(REPO, 'tests', 'loopback',
+                                'tempest-upstream-include.txt')
+UPSTREAM_EXCLUDE = os.path.join(REPO, 'tests', 'loopback',
+                                'tempest-upstream-exclude.txt')
 
 
 class LoopbackCloud(fixtures.Fixture):
@@ -105,8 +131,13 @@ class LoopbackCloud(fixtures.Fixture):
 
     def _bring_up(self):
         self.dbs = self.useFixture(processes.Databases(
-            'keystone', 'glance', 'placement', 'api', 'cell0', 'cell1'))
+            'keystone', 'glance', 'placement', 'api', 'cell0',
+            *(cell for cell, _ in CELLS)))
+        # the top-level vhost (nova-api, superconductor, scheduler) and one
+        # per cell (its conductor and computes)
         self.vhost = self.useFixture(processes.Vhost())
+        self.cell_vhosts = {cell: self.useFixture(processes.Vhost())
+                            for cell, _ in CELLS}
         self.ports = {name: processes.free_port() for name in (
             'keystone', 'glance', 'placement', 'nova', 'network')}
         self.urls = {
@@ -121,6 +152,12 @@ class LoopbackCloud(fixtures.Fixture):
             processes.run('nova-ext-manage', 'configure', 'nova',
                           '--config-file', self.nova_conf, *FEATURES,
                           *NOVA_ONLY)
+            # what the DevStack plugin runs on nova_cellN.conf: a cell
+            # conductor runs none of nova-ext's code, so nothing changes
+            for conf in self.cell_confs.values():
+                processes.run('nova-ext-manage', 'configure', 'nova',
+                              '--config-file', conf, '--role',
+                              'cell-conductor', *FEATURES)
         with self.phase('database syncs, keystone bootstrap'):
             # independent of each other: in parallel on both cores
             with concurrent.futures.ThreadPoolExecutor(4) as pool:
@@ -143,6 +180,9 @@ class LoopbackCloud(fixtures.Fixture):
         with self.phase('image upload, compute discovery'):
             self.image = self._upload_image()
             self._discover_computes()
+        # nova-ext's libvirt driver on QEMU (tests/loopback/hypervisor.py)
+        with self.phase('QEMU compute: up, mapped, disabled'):
+            self.qemu_compute.register()
 
     @contextlib.contextmanager
     def phase(self, name):
@@ -220,15 +260,24 @@ class LoopbackCloud(fixtures.Fixture):
         processes.copy_api_paste(nova_dir)
         self.nova_conf = self._write('nova/nova.conf', self._nova_conf(
             'ctl', databases=True) + self._authtoken('nova'))
+        self.cell_confs = {cell: self._write(
+            'nova/nova_%s.conf' % cell, self._nova_conf(
+                '%s-conductor' % cell, databases=False, cell=cell))
+            for cell, _ in CELLS}
         # nova-api reads nova.conf and this from its config dir: its own
         # log file, the other controller services log where --log-file says
         self._write('nova/nova-api.conf', _ini({
             'DEFAULT': {'log_file': self._log('nova-api')}}))
-        self.compute_confs = {host: self._write(
-            'nova/%s.conf' % host, self._nova_conf(host, databases=False))
+        self.compute_confs = {
+            host: self._write('nova/%s.conf' % host, self._nova_conf(
+                host, databases=False, cell=CELL_OF[host]))
             for host in COMPUTES}
 
-    def _nova_conf(self, host, databases):
+    def _nova_conf(self, host, databases, cell=None):
+        """nova.conf of the API-level services (``cell`` None), of a
+        cell conductor (``cell``, ``databases`` False, host ``*-conductor``)
+        or of a compute (``cell``, ``databases`` False).
+        """
         state = os.path.join(self.dir, 'state', host)
         os.makedirs(state, exist_ok=True)
         placement = ['%s = %s' % item
@@ -238,8 +287,24 @@ class LoopbackCloud(fixtures.Fixture):
             'neutron': self._credentials('nova'),
             'glance': {'region_name': REGION},
             'scheduler': {'workers': '2'},
+            # computes report instance changes over their cell's vhost,
+            # where no scheduler listens: the scheduler reads the cells'
+            # databases instead (Nova's advice for more than one cell)
+            'filter_scheduler': {'track_instance_changes': 'false'},
         }
-        if not databases:
+        conductor = cell is not None and host in CONDUCTORS
+        if not cell:
+            # nova-api decides; as DevStack sets it
+            sections['DEFAULT']['allow_resize_to_same_host'] = 'true'
+        if conductor:
+            # only the cell's database: no upcalls to the API database
+            sections['database'] = {'connection': self.dbs.url(cell, False)}
+        elif cell:
+            # the late server group check reads the API database through
+            # the cell conductor, which has none (isolated cells)
+            sections['workarounds'] = {
+                'disable_group_policy_check_upcall': 'true'}
+        if cell and not conductor:
             sections['DEFAULT'].update({
                 'compute_driver': 'fake.FakeDriverWithoutFakeNodes',
                 # no ports are plugged: nothing to wait for
@@ -247,9 +312,10 @@ class LoopbackCloud(fixtures.Fixture):
                 'vif_plugging_is_fatal': 'false'})
         # nova-ext's features and the engine plugin on the database URLs
         # are nova-ext-manage configure's job, as in DevStack
-        return processes.nova_conf(self.dbs, self.vhost, host, state,
-                                   placement, databases=databases,
-                                   plugin=False, extra=_ini(sections))
+        return processes.nova_conf(
+            self.dbs, self.cell_vhosts[cell] if cell else self.vhost, host,
+            state, placement, databases=databases, plugin=False,
+            extra=_ini(sections), cell_database='cell0')
 
     def _log(self, name):
         return os.path.join(self.dir, 'logs', name + '.log')
@@ -272,8 +338,11 @@ class LoopbackCloud(fixtures.Fixture):
         self._wait_http('keystone', self.urls['identity'])
 
     def _nova_sync(self):
-        processes.create_nova_databases(self.nova_conf,
-                                        self.dbs.url('cell0', False))
+        processes.create_nova_databases(
+            self.nova_conf, self.dbs.url('cell0', False), cells=[
+                (cell, self.dbs.url(cell, False),
+                 self.cell_vhosts[cell].transport_url,
+                 self.cell_confs[cell]) for cell, _ in CELLS])
 
     def session(self, user='admin', project='admin'):
         from keystoneauth1.identity import v3
@@ -341,16 +410,27 @@ class LoopbackCloud(fixtures.Fixture):
             self._spawn(service, [os.path.join(BIN, service),
                                   '--config-file', self.nova_conf,
                                   '--log-file', self._log(service)])
-        for host, conf in self.compute_confs.items():
-            self._spawn(host, [os.path.join(BIN, 'nova-compute'),
+        for cell, conf in self.cell_confs.items():
+            name = '%s-conductor' % cell
+            self._spawn(name, [os.path.join(BIN, 'nova-conductor'),
                                '--config-file', conf,
-                               '--log-file', self._log(host)])
+                               '--log-file', self._log(name)])
+        self._start_computes()
+        # nova-ext's libvirt driver on QEMU (tests/loopback/hypervisor.py)
+        self.qemu_compute = self.useFixture(hypervisor.QemuCompute(self))
         for name in ('placement', 'glance', 'network'):
             self._wait_http(name, self.urls[name if name != 'glance'
                                             else 'image'])
         self._wait_http('nova-api', 'http://127.0.0.1:%d/'
                         % self.ports['nova'])
         self._wait_services()
+
+    def _start_computes(self):
+        """Every nova-compute, each with the nova.conf of its host."""
+        for host, conf in self.compute_confs.items():
+            self._spawn(host, [os.path.join(BIN, 'nova-compute'),
+                               '--config-file', conf,
+                               '--log-file', self._log(host)])
 
     def _gunicorn(self, name, app, env):
         self._spawn(name, [
@@ -409,8 +489,7 @@ class LoopbackCloud(fixtures.Fixture):
 
     def _wait_services(self, timeout=180):
         """Every nova service record reports up (RPC and DB reached)."""
-        expected = {('nova-conductor', 'ctl'), ('nova-scheduler', 'ctl')}
-        expected |= {('nova-compute', host) for host in COMPUTES}
+        expected = expected_services()
         session = self.session()
         deadline = time.monotonic() + timeout
         while True:
@@ -443,13 +522,16 @@ class LoopbackCloud(fixtures.Fixture):
             self.nova_conf, hypervisors, len(COMPUTES))
 
     def _upload_image(self):
-        """A tiny raw image; the fake driver never reads it."""
+        """The 1 MiB boot-sector disk of :mod:`.guest_image` (the fake
+        computes never read it, the QEMU compute boots it).
+        """
         session = self.session()
         url = self.urls['image'] + '/v2/images'
         image = session.post(url, json={
             'name': 'loopback-tiny', 'disk_format': 'raw',
             'container_format': 'bare', 'visibility': 'public'}).json()
-        session.put('%s/%s/file' % (url, image['id']), data=b'\0' * 1024,
+        session.put('%s/%s/file' % (url, image['id']),
+                    data=guest_image.boot_disk(),
                     headers={'Content-Type': 'application/octet-stream'})
         status = session.get('%s/%s' % (url, image['id'])).json()['status']
         if status != 'active':
@@ -469,18 +551,24 @@ class LoopbackCloud(fixtures.Fixture):
                 'OS_PROJECT_DOMAIN_NAME': 'Default',
                 'OS_REGION_NAME': REGION, 'OS_INTERFACE': 'public'}
 
-    def openstack(self, *args):
-        """One ``openstack`` CLI call; its JSON output when ``-f json``."""
+    def openstack(self, *args, fails=False):
+        """One ``openstack`` CLI call; its JSON output when ``-f json``.
+
+        ``fails``: the call must fail; returns its output.
+        """
         env = {k: v for k, v in os.environ.items()
                if not k.startswith('OS_')}
         env.update(self.environ())
         result = self._command([os.path.join(BIN, 'openstack')] + list(
-            args), env=env)
+            args), env=env, fails=fails)
+        if fails:
+            return result
         if '-f' in args and args[args.index('-f') + 1] == 'json':
             return json.loads(result)
         return result
 
-    def _command(self, argv, env=None, cwd=None, timeout=600):
+    def _command(self, argv, env=None, cwd=None, timeout=600,
+                 fails=False):
         process = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, env=env, cwd=cwd or self.dir, start_new_session=True)
@@ -494,15 +582,20 @@ class LoopbackCloud(fixtures.Fixture):
                 ' '.join(argv[:3]), timeout, output[-4000:]))
         finally:
             self._sessions.discard(process.pid)
-        if process.returncode:
+        if fails and not process.returncode:
+            raise AssertionError('%s succeeded, expected to fail:\n%s' % (
+                ' '.join(os.path.basename(a) for a in argv[:4]),
+                output[-6000:]))
+        if process.returncode and not fails:
             raise AssertionError('%s exited %d:\n%s' % (
                 ' '.join(os.path.basename(a) for a in argv[:4]),
                 process.returncode, output[-6000:]))
         return output
 
     def operator_steps(self):
-        """Racks, a flavor, a group spread across racks, two servers, as
-        an operator types them; returns what the test asserts on.
+        """Racks across the cells, flavors, a group spread across racks
+        and cells, a per-flavor limit counted across cells, as an operator
+        types them; returns what the test asserts on.
         """
         found = {}
         with self.phase('operator steps (openstack CLI)'):
@@ -516,18 +609,28 @@ class LoopbackCloud(fixtures.Fixture):
             self.flavor = self.openstack(
                 'flavor', 'create', '--ram', '64', '--vcpus', '1', '--disk',
                 '1', '-f', 'json', 'loopback.tiny')['id']
+            # tempest's flavor_ref_alt (upstream resize tests), over the
+            # API: nothing the operator session shows
+            self.alt_flavor = self.compute_api('POST', '/flavors', {
+                'flavor': {'name': 'loopback.alt', 'ram': 128, 'vcpus': 1,
+                           'disk': 1}})[1]['flavor']['id']
             self.limited_flavor = self.openstack(
                 'flavor', 'create', '--ram', '64', '--vcpus', '1', '--disk',
                 '1', '-f', 'json', 'loopback.limited')['id']
             group = self.openstack('server', 'group', 'create', '--policy',
                                    'anti-affinity', '-f', 'json',
                                    'loopback-spread')['id']
-            for name in ('spread-1', 'spread-2'):
+            # two members spread by rack, a third by anti-affinity alone:
+            # it can only go to the host left, so the group covers both
+            # cells (the conductor gathers the members' hosts from all)
+            for name, hints in (
+                    ('spread-1', ('--hint', 'nova_ext:spread_level=rack')),
+                    ('spread-2', ('--hint', 'nova_ext:spread_level=rack')),
+                    ('spread-3', ())):
                 server = self.openstack(
                     'server', 'create', '--flavor', 'loopback.tiny',
                     '--image', self.image, '--nic', 'none',
-                    '--hint', 'group=' + group,
-                    '--hint', 'nova_ext:spread_level=rack',
+                    '--hint', 'group=' + group, *hints,
                     '--wait', '-f', 'json', name)
                 found[name] = {'status': server['status'],
                                'host': server['OS-EXT-SRV-ATTR:host']}
@@ -535,13 +638,110 @@ class LoopbackCloud(fixtures.Fixture):
                 a['Name']: a for a in self.openstack(
                     'aggregate', 'list', '--long', '-f', 'json')}
             self.openstack('server', 'delete', '--wait', 'spread-1',
-                           'spread-2')
+                           'spread-2', 'spread-3')
+            found.update(self._quota_across_cells())
+            found['image locality'] = self.explain(
+                '--flavor', 'loopback.tiny', '--image', self.image)
+            self.openstack('server', 'delete', '--wait', 'quota-cell1',
+                           'quota-cell2')
+            found.update(self._maintenance_and_class_across_cells())
             found['left'] = self.openstack('server', 'list', '-f', 'json')
+            # every nova-api and the superconductor activated the quota
+            # driver; the cell conductors need not
+            found['quota check'] = processes.run(
+                'nova-ext-manage', '--config-file', self.nova_conf, 'quota',
+                'check')
             # the per-flavor limit the tempest plugin's quota test expects
             processes.run('nova-ext-manage', '--config-file',
                           self.nova_conf, 'quota', 'set', '--project', '*',
                           '--flavor', self.limited_flavor, '--instances',
                           '1')
+        return found
+
+    def explain(self, *args):
+        """``nova-ext-manage explain ... --json``, parsed."""
+        return json.loads(processes.run(
+            'nova-ext-manage', '--config-file', self.nova_conf, 'explain',
+            '--json', *args))
+
+    def _maintenance_and_class_across_cells(self):
+        """One host of each cell in maintenance (cmp2, cmp4): an
+        anti-affinity group's members take the other host of each cell and
+        a third finds none. Then a host class on cmp2 and cmp4: its
+        flavor's servers land there, one per cell.
+        """
+        found = {}
+        maintenance = ('cmp2', 'cmp4')
+        for host in maintenance:
+            processes.run('nova-ext-manage', '--config-file', self.nova_conf,
+                          'host', 'maintenance', 'on', host)
+        found['in maintenance'] = processes.run(
+            'nova-ext-manage', '--config-file', self.nova_conf, 'host',
+            'maintenance', 'list').split()
+        found['maintenance'] = self._group_of_three('loopback-maintenance',
+                                                    'loopback.tiny')
+        for host in maintenance:
+            processes.run('nova-ext-manage', '--config-file', self.nova_conf,
+                          'host', 'maintenance', 'off', host)
+
+        self.openstack('aggregate', 'create', '--property',
+                       'nova_ext:host_class=loopback', 'class-loopback')
+        for host in ('cmp2', 'cmp4'):
+            self.openstack('aggregate', 'add', 'host', 'class-loopback',
+                           host)
+        self.openstack('flavor', 'create', '--ram', '64', '--vcpus', '1',
+                       '--disk', '1', '--property',
+                       'nova_ext:host_class=loopback', 'loopback.classed')
+        found['host class'] = self._group_of_three('loopback-class',
+                                                   'loopback.classed')
+        return found
+
+    def _group_of_three(self, group_name, flavor):
+        """Three members of a new anti-affinity group, one after another;
+        then deleted. Returns each one's status, host and fault.
+        """
+        group = self.openstack('server', 'group', 'create', '--policy',
+                               'anti-affinity', '-f', 'json',
+                               group_name)['id']
+        members = {}
+        for index in (1, 2, 3):
+            name = '%s-%d' % (group_name, index)
+            self.openstack('server', 'create', '--flavor', flavor,
+                           '--image', self.image, '--nic', 'none', '--hint',
+                           'group=' + group, '--wait', name,
+                           fails=index == 3)
+            server = self.openstack('server', 'show', '-f', 'json', name)
+            members[name] = {
+                'status': server['status'],
+                'host': server.get('OS-EXT-SRV-ATTR:host'),
+                'fault': (server.get('fault') or {}).get('message', '')}
+        self.openstack('server', 'delete', '--wait', *members)
+        return members
+
+    def _quota_across_cells(self):
+        """A per-flavor limit of 2 instances, one server in each cell
+        (the admin may name the host), the third refused with 403.
+        """
+        found = {'cells flavor': self.openstack(
+            'flavor', 'create', '--ram', '64', '--vcpus', '1', '--disk', '1',
+            '-f', 'json', 'loopback.cells')['id']}
+        processes.run('nova-ext-manage', '--config-file', self.nova_conf,
+                      'quota', 'set', '--project', '*', '--flavor',
+                      'loopback.cells', '--instances', '2')
+        for name, host in (('quota-cell1', 'cmp1'), ('quota-cell2', 'cmp3')):
+            server = self.openstack(
+                'server', 'create', '--flavor', 'loopback.cells', '--image',
+                self.image, '--nic', 'none', '--availability-zone',
+                'nova:' + host, '--wait', '-f', 'json', name)
+            found[name] = {'status': server['status'],
+                           'host': server['OS-EXT-SRV-ATTR:host']}
+        found['quota usage'] = processes.run(
+            'nova-ext-manage', '--config-file', self.nova_conf, 'quota',
+            'usage', '--project', self.session().get_project_id(),
+            '--flavor', 'loopback.cells')
+        found['quota refused'] = self.openstack(
+            'server', 'create', '--flavor', 'loopback.cells', '--image',
+            self.image, '--nic', 'none', 'quota-over', fails=True)
         return found
 
     # -- tempest ----------------------------------------------------------
@@ -565,14 +765,28 @@ class LoopbackCloud(fixtures.Fixture):
             # host classes, which would steer a parallel test's boots
             return self._tempest_run(workspace, regex)
 
-    def _tempest_run(self, workspace, regex):
+    def run_upstream_tempest(self):
+        """The curated subset of upstream ``tempest.api.compute``
+        (tests/loopback/tempest-upstream-*.txt), after :meth:`run_tempest`
+        set the workspace up; returns (summary dict, output).
+        """
+        with self.phase('tempest (upstream subset)'):
+            # nothing of nova-ext's host state changes here: 2 in parallel
+            return self._tempest_run(
+                os.path.join(self.dir, 'tempest'), None, concurrency=2,
+                log='tempest-upstream-run.out', selection=(
+                    '--include-list', UPSTREAM_INCLUDE,
+                    '--exclude-list', UPSTREAM_EXCLUDE))
+
+    def _tempest_run(self, workspace, regex, concurrency=1,
+                     log='tempest-run.out', selection=()):
         process = subprocess.run(
-            [os.path.join(BIN, 'tempest'), 'run', '--regex', regex,
-             '--concurrency', '1'], cwd=workspace, capture_output=True,
-            text=True, timeout=900)
+            [os.path.join(BIN, 'tempest'), 'run', *(
+                ('--regex', regex) if regex else ()), *selection,
+             '--concurrency', str(concurrency)], cwd=workspace,
+            capture_output=True, text=True, timeout=1500)
         output = process.stdout + process.stderr
-        with open(os.path.join(self.dir, 'logs', 'tempest-run.out'),
-                  'w') as f:
+        with open(os.path.join(self.dir, 'logs', log), 'w') as f:
             f.write(output)
         return _tempest_summary(output), output
 
@@ -587,10 +801,15 @@ class LoopbackCloud(fixtures.Fixture):
             'identity': {'uri_v3': self.urls['identity'],
                          'auth_version': 'v3', 'region': REGION},
             'identity-feature-enabled': {'api_v2': 'false'},
+            # the fake driver resizes (to the same host too) and migrates
+            # (to the other compute of the server's cell)
+            'compute-feature-enabled': {'resize': 'true',
+                                        'cold_migration': 'true'},
             'compute': {'image_ref': self.image,
                         'image_ref_alt': self.image,
                         'flavor_ref': self.flavor,
-                        'flavor_ref_alt': self.flavor,
+                        # a resize must change the flavor
+                        'flavor_ref_alt': self.alt_flavor,
                         'min_compute_nodes': str(len(COMPUTES)),
                         'min_microversion': '2.1',
                         'max_microversion': 'latest',
@@ -602,7 +821,7 @@ class LoopbackCloud(fixtures.Fixture):
             'nova_ext': {'spread_level': 'rack',
                          'quota_limited_flavor': self.limited_flavor,
                          'quota_limited_instances': '1'},
-        })
+        }) + self.qemu_compute.tempest_conf()
 
     # -- what is left behind ------------------------------------------------
 
@@ -648,6 +867,13 @@ class LoopbackCloud(fixtures.Fixture):
     def _write_report(self):
         with open(os.path.join(self.dir, 'report.txt'), 'w') as f:
             f.write('loopback cloud %s\n%s\n' % (self.dir, self.report()))
+
+
+def expected_services():
+    """(binary, host) of every Nova service this cloud runs."""
+    return ({('nova-conductor', host) for host in CONDUCTORS} |
+            {('nova-scheduler', 'ctl')} |
+            {('nova-compute', host) for host in COMPUTES})
 
 
 def _tempest_summary(output):

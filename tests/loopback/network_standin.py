@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A stand-in for neutron-server in the loopback cloud: answers only the
 calls Nova makes for servers booted with ``--nic none``.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Serve one OpenStack WSGI application under gunicorn.
 
     python -m tests.loopback.serve NAME PORT package.module:application
@@ -29,6 +30,11 @@ class Server(base.BaseApplication):
                 # per service, at a fraction of the memory of several
                 'workers': 1, 'threads': 4,
                 'timeout': 300, 'graceful_timeout': 5,
+                # longer than any client's polling interval: with gunicorn's
+                # 2 s, "server delete --wait" (openstacksdk polls every 2 s)
+                # sometimes sent its GET on a connection the server was
+                # closing, and failed with "connection reset by peer"
+                'keepalive': 30,
                 'accesslog': '-', 'proc_name': self.name,
                 # gunicorn's default control socket is one path in $HOME
                 # for every gunicorn: the services would fight over it

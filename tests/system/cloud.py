@@ -1,7 +1,8 @@
+# SPDX-License-Identifier: Apache-2.0
 """A multi-process Nova on loopback: placement, nova-api, nova-conductor,
-nova-scheduler and two nova-compute processes (fake driver), over this
-machine's MariaDB and RabbitMQ, each a separate process started through
-:mod:`tests.system.launch`.
+one or more nova-scheduler processes and nova-compute processes (fake
+driver), over this machine's MariaDB and RabbitMQ, each a separate process
+started through :mod:`tests.system.launch`.
 
 There is no keystone: nova-api's paste pipeline skips keystonemiddleware
 and takes the identity headers keystone would set (X-User-Id, X-Project-Id,
@@ -28,9 +29,17 @@ class LoopbackNova(fixtures.Fixture):
 
     COMPUTES = ('cmp1', 'cmp2')
 
-    def __init__(self, nova_ext_conf=''):
+    def __init__(self, nova_ext_conf='', computes=COMPUTES, schedulers=1,
+                 scheduler_workers=1):
+        """``schedulers`` nova-scheduler processes, each with
+        ``scheduler_workers`` workers ([scheduler] workers), and one
+        fake-driver nova-compute per name in ``computes``.
+        """
         super().__init__()
         self.nova_ext_conf = nova_ext_conf
+        self.COMPUTES = tuple(computes)
+        self.schedulers = schedulers
+        self.scheduler_workers = scheduler_workers
 
     def _setUp(self):
         processes.require_services()
@@ -61,6 +70,11 @@ class LoopbackNova(fixtures.Fixture):
                                      '--config-file', self.conf)
         self.scheduler = self._start('nova-scheduler', 'scheduler.log',
                                      '--config-file', self.conf)
+        for number in range(2, self.schedulers + 1):
+            conf = self._write('scheduler%d.conf' % number, self._nova_conf(
+                db=True, host='sch%d' % number))
+            self._start('nova-scheduler', 'scheduler%d.log' % number,
+                        '--config-file', conf)
         for host in self.COMPUTES:
             conf = self._write('%s.conf' % host, self._nova_conf(
                 db=False, host=host))
@@ -90,7 +104,7 @@ class LoopbackNova(fixtures.Fixture):
                 'compute_driver = fake.FakeDriverWithoutFakeNodes',
                 'state_path = %s' % state,
                 'vif_plugging_timeout = 0',
-                '[scheduler]', 'workers = 1',
+                '[scheduler]', 'workers = %d' % self.scheduler_workers,
                 self.nova_ext_conf]))
 
     def _write(self, name, text):

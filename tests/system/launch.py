@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Start one real Nova service (or placement) in this process.
 
     python -m tests.system.launch nova-conductor --config-file nova.conf

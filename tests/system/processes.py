@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Real Nova processes on loopback, against this machine's MariaDB and
 RabbitMQ, for tests that must see what a separate nova-api or
 nova-conductor does with nova.conf.
@@ -47,19 +48,19 @@ class Databases(fixtures.Fixture):
     def _setUp(self):
         run = uuid.uuid4().hex[:8]
         self.databases = {n: 'nxt_%s_%s' % (run, n) for n in self.names}
-        with self._connect() as connection:
+        with self.connect() as connection:
             for database in self.databases.values():
                 connection.cursor().execute('CREATE DATABASE %s' % database)
         self.addCleanup(self._drop)
 
     def _drop(self):
-        with self._connect() as connection:
+        with self.connect() as connection:
             for database in self.databases.values():
                 connection.cursor().execute(
                     'DROP DATABASE IF EXISTS %s' % database)
 
     @staticmethod
-    def _connect():
+    def connect():
         return pymysql.connect(host=MARIADB[0], port=MARIADB[1],
                                user='root', autocommit=True)
 
@@ -94,13 +95,15 @@ class Vhost(fixtures.Fixture):
 
 
 def nova_conf(dbs, vhost, host, lock_path, placement, databases=True,
-              plugin=True, extra=''):
+              plugin=True, extra='', cell_database='cell1'):
     """nova.conf for one real Nova process on loopback.
 
     ``placement``: the ``[placement]`` lines (how the process reaches it);
     ``databases``: False for nova-compute, which must not have them;
     ``plugin``: ``?plugin=nova_ext`` on the database URLs; ``extra``: more
-    nova.conf text, appended.
+    nova.conf text, appended; ``cell_database``: the ``[database]`` (cell1
+    for one cell, cell0 for the API-level services of a superconductor
+    deployment).
     """
     lines = [
         '[DEFAULT]',
@@ -115,21 +118,35 @@ def nova_conf(dbs, vhost, host, lock_path, placement, databases=True,
     if databases:
         lines += [
             '[api_database]', 'connection = %s' % dbs.url('api', plugin),
-            '[database]', 'connection = %s' % dbs.url('cell1', plugin),
+            '[database]', 'connection = %s' % dbs.url(cell_database,
+                                                      plugin),
         ]
     return '\n'.join(lines) + '\n' + extra + '\n'
 
 
-def create_nova_databases(conf, cell0_url):
+def create_nova_databases(conf, cell0_url, cells=None):
     """What an operator runs before Nova's services start: the API
     database, cell0 and cell1 mapped, cell1's schema, nova-ext's tables.
+
+    ``cells``: (name, database URL, transport URL, cell conductor's
+    nova.conf) of each cell when ``conf`` is the API-level nova.conf of a
+    superconductor deployment (its ``[database]`` is cell0); each cell is
+    mapped and its schema created with its own conductor's file.
     """
     conf = ('--config-file', conf)
     run('nova-manage', *conf, 'api_db', 'sync')
     run('nova-manage', *conf, 'cell_v2', 'map_cell0',
         '--database_connection', cell0_url)
-    run('nova-manage', *conf, 'cell_v2', 'create_cell', '--name', 'cell1')
+    if cells is None:
+        run('nova-manage', *conf, 'cell_v2', 'create_cell', '--name',
+            'cell1')
+    for name, database, transport, _ in cells or ():
+        run('nova-manage', *conf, 'cell_v2', 'create_cell', '--name', name,
+            '--database_connection', database, '--transport-url', transport)
     run('nova-manage', *conf, 'db', 'sync')
+    for _, _, _, cell_conf in cells or ():
+        run('nova-manage', '--config-file', cell_conf, 'db', 'sync',
+            '--local_cell')
     run('nova-ext-manage', *conf, 'db', 'sync')
 
 

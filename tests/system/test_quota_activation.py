@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The quota driver activates in real nova-api and nova-conductor processes.
 
 Given MariaDB databases synced by ``nova-manage`` and ``nova-ext-manage db
@@ -27,7 +28,8 @@ NO_PLACEMENT = ['auth_type = none',
                 'endpoint_override = http://127.0.0.1:9/placement']
 
 
-class QuotaActivationTest(testtools.TestCase):
+class ActivationCloud(testtools.TestCase):
+    """MariaDB databases synced for one cell, and the processes' nova.conf."""
 
     def setUp(self):
         super().setUp()
@@ -86,6 +88,9 @@ class QuotaActivationTest(testtools.TestCase):
             capture_output=True, text=True, timeout=120)
         return result.returncode, result.stdout + result.stderr
 
+
+class QuotaActivationTest(ActivationCloud):
+
     def test_api_and_conductor_activate_and_agree(self):
         conductor = self.start_conductor(self.conf, 'conductor.log')
         log = conductor.wait_for_log(ACTIVE)
@@ -129,3 +134,88 @@ class QuotaActivationTest(testtools.TestCase):
             'conductor-c.log')
         restarted.wait_for_log(
             'nova-conductor on sys-b has not activated nova-ext')
+
+
+class SuperconductorQuotaCheckTest(testtools.TestCase):
+    """Two cells' worth of conductors, as DevStack and Nova's docs lay them
+    out: a superconductor (API database, cell0) that activates the driver
+    and a cell conductor (cell1's database only, no nova-ext) that needs
+    none. ``quota check`` is OK; a second top-level conductor without the
+    driver is named.
+    """
+
+    def setUp(self):
+        super().setUp()
+        processes.require_services()
+        self.dbs = self.useFixture(processes.Databases('api', 'cell0',
+                                                       'cell1'))
+        self.vhost = self.useFixture(processes.Vhost())
+        self.cell_vhost = self.useFixture(processes.Vhost())
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.conf = self.write('nova.conf', processes.nova_conf(
+            self.dbs, self.vhost, 'super', self.dir, NO_PLACEMENT,
+            cell_database='cell0',
+            extra='[nova_ext]\nquota_driver = per_flavor\n'))
+        self.cell_conf = self.write('nova_cell1.conf', processes.nova_conf(
+            self.dbs, self.cell_vhost, 'cell1-conductor', self.dir,
+            NO_PLACEMENT, databases=False,
+            extra='[database]\nconnection = %s\n' % self.dbs.url(
+                'cell1', plugin=False)))
+        processes.create_nova_databases(
+            self.conf, self.dbs.url('cell0', False), cells=[
+                ('cell1', self.dbs.url('cell1', False),
+                 self.cell_vhost.transport_url, self.cell_conf)])
+
+    def write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def start_conductor(self, conf, name):
+        log = os.path.join(self.dir, name + '.log')
+        return self.useFixture(processes.Process(
+            [os.path.join(processes.BIN, 'nova-conductor'),
+             '--config-file', conf, '--log-file', log], log))
+
+    def quota_check(self):
+        result = subprocess.run(
+            [os.path.join(processes.BIN, 'nova-ext-manage'),
+             '--config-file', self.conf, 'quota', 'check'],
+            capture_output=True, text=True, timeout=120)
+        return result.returncode, result.stdout + result.stderr
+
+    def test_cell_conductor_needs_nothing_superconductor_must_agree(self):
+        self.start_conductor(self.conf, 'super').wait_for_log(ACTIVE)
+        cell = self.start_conductor(self.cell_conf, 'cell1-conductor')
+        cell.wait_for_log('Starting conductor node')
+        self.assertNotIn('quota driver', cell.log())
+        # the superconductor records from a background thread
+        for _attempt in range(20):
+            rc, report = self.quota_check()
+            if rc == 0 or 'nova-ext-manage:' in report:
+                break
+            time.sleep(1)
+        self.assertEqual(0, rc, report)
+        self.assertRegex(report, r'nova-conductor\s*\|\s*super\s*\|\s*'
+                                 r'per_flavor\s*\|[^|]+\|\s*ok')
+        self.assertRegex(report, r'nova-conductor\s*\|\s*cell1-conductor\s*'
+                                 r'\|\s*-\s*\|\s*not needed \(cell '
+                                 r'conductor\)\s*\|\s*ok')
+
+        # a second top-level conductor (cell0, API database) without the
+        # driver: the check names it
+        plain = self.write('plain.conf', processes.nova_conf(
+            self.dbs, self.vhost, 'super-b', self.dir, NO_PLACEMENT,
+            plugin=False, cell_database='cell0'))
+        self.start_conductor(plain, 'super-b').wait_for_log(
+            'Starting conductor node')
+        for _attempt in range(20):
+            rc, report = self.quota_check()
+            if 'super-b' in report:
+                break
+            time.sleep(1)
+        self.assertEqual(1, rc, report)
+        self.assertRegex(report, r'nova-conductor\s*\|\s*super-b\s*\|\s*-\s*'
+                                 r'\|\s*never\s*\|\s*MISMATCH')
+        self.assertRegex(report, r'cell1-conductor.*\|\s*ok')

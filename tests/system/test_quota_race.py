@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-flavor quota under racing creates, with real Nova processes on MariaDB.
 
 Given a project with room for exactly K instances of the gpu class, when 50

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BinPackingWeigher's score: leftover plus stranded capacity."""
 
 from oslo_utils.fixture import uuidsentinel as uuids

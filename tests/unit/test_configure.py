@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``nova-ext-manage configure nova|tempest``: the edits the DevStack plugin
 and the loopback cloud make, read back the way Nova and tempest read them
 (oslo.config, Nova's filter and weigher loaders, SQLAlchemy's URL parser).
@@ -239,3 +240,84 @@ class TestConfigureTempest(ConfigureTestCase):
         self.assertFalse(conf.nova_ext_feature_enabled.failure_domain_filter)
         self.assertEqual(['ComputeFilter'], conf['compute-feature-enabled']
                          .scheduler_enabled_filters)
+
+
+# DevStack's nova_cellN.conf: the cell's database, its vhost, no API
+# database (lib/nova's create_nova_conf, CELLSV2_SETUP=superconductor).
+DEVSTACK_CELL_CONDUCTOR_CONF = """\
+[DEFAULT]
+transport_url = rabbit://stackrabbit:secret@127.0.0.1:5672/nova_cell1
+
+[database]
+connection = mysql+pymysql://root:secret@127.0.0.1/nova_cell1?charset=utf8
+
+[conductor]
+workers = 2
+"""
+
+
+class TestConfigureRoles(ConfigureTestCase):
+
+    def test_cell_conductor_gets_nothing(self):
+        path = self.write('nova_cell1.conf', DEVSTACK_CELL_CONDUCTOR_CONF)
+        code, out = self.configure('nova', '--config-file', path, '--all',
+                                   '--role', 'cell-conductor')
+        self.assertEqual(0, code, out)
+        with open(path) as handle:
+            self.assertEqual(DEVSTACK_CELL_CONDUCTOR_CONF, handle.read())
+        self.assertIn('quota left out for cell-conductor: Nova checks '
+                      'instance quota in nova-api and the (super)conductor '
+                      'only', out)
+
+    def test_superconductor_and_api_get_the_quota_driver_only(self):
+        path = self.write('nova.conf', DEVSTACK_NOVA_CONF)
+        code, out = self.configure('nova', '--config-file', path, '--all',
+                                   '--role', 'api,superconductor')
+        self.assertEqual(0, code, out)
+        conf = self.read(path, self.nova_opts)
+        self.assertEqual('per_flavor', conf.nova_ext.quota_driver)
+        self.assertEqual('nova_ext', sqlalchemy.engine.make_url(
+            conf.api_database.connection).query['plugin'])
+        self.assertNotIn('FailureDomainAntiAffinityFilter',
+                         conf.filter_scheduler.enabled_filters)
+        self.assertEqual([], conf.nova_ext.request_filters)
+
+    def test_roles_together_get_the_union(self):
+        path = self.write('nova.conf', DEVSTACK_NOVA_CONF)
+        code, out = self.configure('nova', '--config-file', path, '--all',
+                                   '--role', 'scheduler', '--role',
+                                   'cell-conductor')
+        self.assertEqual(0, code, out)
+        conf = self.read(path, self.nova_opts)
+        self.assertIn('FailureDomainAntiAffinityFilter',
+                      conf.filter_scheduler.enabled_filters)
+        self.assertIsNone(conf.nova_ext.quota_driver)
+
+    def test_unknown_role_is_one_clear_line(self):
+        path = self.write('nova.conf', DEVSTACK_NOVA_CONF)
+        code, out = self.configure('nova', '--config-file', path, '--quota',
+                                   '--role', 'supercondutor')
+        self.assertEqual(1, code)
+        self.assertEqual('--role supercondutor: expected one of api, '
+                         'cell-conductor, compute, conductor, scheduler, '
+                         'superconductor', out)
+
+    def test_devstack_dbcounter_urls_keep_their_plugin(self):
+        # DevStack's database_connection_url with MYSQL_GATHER_PERFORMANCE
+        path = self.write('nova.conf', DEVSTACK_NOVA_CONF.replace(
+            '?charset=utf8', '?charset=utf8&plugin=dbcounter'))
+        code, out = self.configure('nova', '--config-file', path, '--quota')
+        self.assertEqual(0, code, out)
+        conf = self.read(path, self.nova_opts)
+        for url in (conf.database.connection, conf.api_database.connection):
+            parsed = sqlalchemy.engine.make_url(url)
+            # SQLAlchemy loads every plugin named, in order
+            self.assertEqual(('dbcounter', 'nova_ext'),
+                             parsed.query['plugin'])
+            self.assertEqual('utf8', parsed.query['charset'])
+        code, out = self.configure('nova', '--config-file', path, '--quota',
+                                   '--undo')
+        conf = self.read(path, self.nova_opts)
+        self.assertEqual(
+            'mysql+pymysql://root:s%40cret@127.0.0.1/nova_api?charset=utf8'
+            '&plugin=dbcounter', conf.api_database.connection)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The DevStack plugin (devstack/settings, devstack/plugin.sh), phase by
 phase, through tests/devstack/harness.sh: DevStack's functions and the lines
 of lib/nova and lib/tempest that write nova.conf and tempest.conf, around the
@@ -64,7 +65,8 @@ def read_tempest_conf(path):
     return conf
 
 
-class DevStackPluginTest(testtools.TestCase):
+class DevStackHarnessTestCase(testtools.TestCase):
+    """A scratch DevStack layout and the harness that runs plugin phases."""
 
     def setUp(self):
         super().setUp()
@@ -84,7 +86,8 @@ class DevStackPluginTest(testtools.TestCase):
         self.env = {name: value for name, value in os.environ.items()
                     if not name.startswith(('NOVA_EXT_', 'NOVA_'))
                     and name not in ('ENABLED_SERVICES', 'DISABLED_SERVICES',
-                                     'VIRT_DRIVER', 'PYTHONPATH')}
+                                     'VIRT_DRIVER', 'PYTHONPATH', 'USE_VENV',
+                                     'OFFLINE', 'TEMPEST_PLUGINS')}
         self.env.update(NOVA_EXT_HARNESS_DIR=self.dir, NOVA_BIN_DIR=BIN,
                         PYTHONPATH=os.path.dirname(os.path.dirname(
                             self.virt_dir)))
@@ -151,6 +154,9 @@ class DevStackPluginTest(testtools.TestCase):
                 "SELECT name FROM sqlite_master WHERE type='table' AND "
                 "name LIKE 'nova_ext%'"))
 
+
+class DevStackPluginTest(DevStackHarnessTestCase):
+
     def test_every_phase_with_every_feature(self):
         before = self.stack_to_post_config(
             init_nova=True, NOVA_EXT_FAILURE_DOMAIN='rack:r1')
@@ -214,10 +220,17 @@ class DevStackPluginTest(testtools.TestCase):
         self.assertEqual(after, self.read(self.nova_conf))
 
         # extra: the quota check runs; a disagreeing process is a warning,
-        # not the end of stack.sh.
+        # not the end of stack.sh. Here nova-api started with the driver
+        # (with no process at all, the check has nothing to compare).
+        with sqlite3.connect(self.api_db) as db:
+            db.execute("INSERT INTO nova_ext_activations (host, binary, pid, "
+                       "quota_driver, created_at) VALUES ('ctl', "
+                       "'nova-osapi_compute', 1, 'per_flavor', "
+                       "'2026-01-01 00:00:00')")
         result = self.run_harness('stack', 'extra')
         self.assertIn('[nova_ext] quota_driver here: per_flavor',
                       result.stdout)
+        self.assertIn('nova-ext Upgrade Check Results', result.stdout)
         self.assertEqual([], self.recorded('warn'))
         with sqlite3.connect(self.api_db) as db:
             db.execute("INSERT INTO nova_ext_activations (host, binary, pid, "
@@ -225,7 +238,9 @@ class DevStackPluginTest(testtools.TestCase):
                        "'nova-conductor', 1, NULL, '2026-01-01 00:00:00')")
         result = self.run_harness('stack', 'extra')
         self.assertIn('MISMATCH', result.stdout)
-        self.assertEqual(1, len(self.recorded('warn nova-ext:')))
+        self.assertEqual(['quota driver', 'upgrade check'], [
+            'quota driver' in line and 'quota driver' or 'upgrade check'
+            for line in self.recorded('warn nova-ext:')])
 
         # test-config, after lib/tempest wrote tempest.conf.
         self.run_harness('devstack', 'configure_tempest')
@@ -400,3 +415,79 @@ class DevStackPluginTest(testtools.TestCase):
             [os.path.join(BIN, 'shellcheck'), '-x'] + SHELL_FILES,
             capture_output=True, text=True, cwd=TOP)
         self.assertEqual(0, result.returncode, result.stdout)
+
+
+class DevStackShapesTest(DevStackHarnessTestCase):
+    """The shapes DevStack really runs in: Nova in its own virtualenv,
+    offline, tempest plugins in tempest's environment, dbcounter on the
+    database URLs, per-cell conductor files.
+    """
+
+    def test_use_venv_installs_into_novas_venv(self):
+        self.run_harness('stack', 'install', USE_VENV='True')
+        venv = '[venv %s/opt/stack/nova.venv]' % self.dir
+        installs = self.recorded('pip_install')
+        self.assertEqual(2, len(installs), installs)
+        for line in installs:
+            self.assertTrue(line.startswith('pip_install ' + venv), line)
+        self.assertIn('--no-deps -e %s/opt/stack/nova-ext' % self.dir,
+                      installs[-1])
+
+    def test_offline_installs_nothing_and_needs_nova_ext_there(self):
+        # nova-ext already in Nova's environment: nothing to install
+        self.run_harness('stack', 'install', OFFLINE='True')
+        self.assertEqual([], self.recorded(''))
+        # not there: one clear line, stack.sh stops
+        empty_bin = os.path.join(self.dir, 'empty-bin')
+        os.mkdir(empty_bin)
+        result = self.run_harness('stack', 'install', ok=False,
+                                  OFFLINE='True', NOVA_BIN_DIR=empty_bin)
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn('nova-ext is not installed in Nova\'s environment '
+                      '(%s has no nova-ext-manage): with OFFLINE=True '
+                      'install it beforehand' % empty_bin, result.stderr)
+        self.assertEqual([], self.recorded('pip_install'))
+
+    def test_tempest_plugin_lands_in_tempests_venv(self):
+        self.stack_to_post_config()
+        self.run_harness('devstack', 'configure_tempest')
+        self.run_harness('stack', 'test-config')
+        self.assertEqual(['tempest-venv pip install --no-deps -e '
+                          '%s/opt/stack/nova-ext' % self.dir],
+                         self.recorded('tempest-venv'))
+        self.assertTrue(read_tempest_conf(
+            self.tempest_conf).nova_ext_feature_enabled.per_flavor_quota)
+
+    def test_tempest_plugins_listing_nova_ext_is_left_to_lib_tempest(self):
+        self.stack_to_post_config()
+        self.run_harness('devstack', 'configure_tempest')
+        self.run_harness('stack', 'test-config', TEMPEST_PLUGINS=(
+            '/opt/stack/other-plugin %s/opt/stack/nova-ext' % self.dir))
+        self.assertEqual([], self.recorded('tempest-venv'))
+
+    def test_offline_tempest_without_the_plugin_stops_clearly(self):
+        self.stack_to_post_config()
+        self.run_harness('devstack', 'configure_tempest')
+        result = self.run_harness('stack', 'test-config', ok=False,
+                                  OFFLINE='True',
+                                  HARNESS_TEMPEST_PYTHON='/usr/bin/python3')
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn("nova-ext's tempest plugin is not in tempest's "
+                      "environment %s/opt/stack/tempest/.tox/tempest"
+                      % self.dir, result.stderr)
+        self.assertEqual([], self.recorded('tempest-venv'))
+
+    def test_cell_conductor_files_go_through_their_role(self):
+        self.stack_to_post_config()
+        before = self.read(self.cell1_conf)
+        cell2 = os.path.join(os.path.dirname(self.cell1_conf),
+                             'nova_cell2.conf')
+        with open(cell2, 'w') as f:
+            f.write(before.replace('nova_cell1', 'nova_cell2'))
+        result = self.run_harness('stack', 'post-config')
+        for path in (self.cell1_conf, cell2):
+            self.assertIn('--config-file %s --role cell-conductor' % path,
+                          result.stderr)
+            self.assertIn('%s: unchanged' % path, result.stdout)
+        self.assertEqual(before, self.read(self.cell1_conf))
+        self.assertIn('quota left out for cell-conductor', result.stderr)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``nova-ext-manage driver install|remove|check`` against a scratch
 ``nova/virt`` directory (the real one is exercised by
 tests/functional/test_libvirt_driver.py).
@@ -39,21 +40,31 @@ class TestShim(testtools.TestCase):
         self.assertEqual([], [n for n in os.listdir(self.virt_dir)
                               if n != '__pycache__'])
 
-    def test_older_shim_is_updated(self):
-        with open(self.path, 'w') as f:
-            f.write(shim.MARKER + '\nfrom somewhere import LibvirtDriver\n')
-        self.assertIn('updated:', shim.install(self.virt_dir))
-        with open(self.path) as f:
-            self.assertEqual(shim.CONTENT, f.read())
+    def test_only_a_file_that_is_exactly_ours_is_touched(self):
+        # Our marker line with other text (an edited copy), one byte more,
+        # a symlink to our text: each is somebody else's file.
+        ours_elsewhere = os.path.join(self.virt_dir, 'elsewhere.py')
+        with open(ours_elsewhere, 'w') as f:
+            f.write(shim.CONTENT)
+        for make in (
+                lambda: self._write(shim.MARKER + '\nfrom x import y\n'),
+                lambda: self._write(shim.CONTENT + '\n'),
+                lambda: self._write('# somebody else\n'),
+                lambda: os.symlink(ours_elsewhere, self.path)):
+            make()
+            before = os.readlink(self.path) if os.path.islink(
+                self.path) else open(self.path).read()
+            for action in (shim.install, shim.remove):
+                error = self.assertRaises(shim.ShimError, action,
+                                          self.virt_dir)
+                self.assertIn('not the file nova-ext writes', str(error))
+            self.assertEqual(before, os.readlink(self.path) if os.path.islink(
+                self.path) else open(self.path).read())
+            os.remove(self.path)
 
-    def test_a_file_we_did_not_write_is_left_alone(self):
+    def _write(self, text):
         with open(self.path, 'w') as f:
-            f.write('# somebody else\n')
-        for action in (shim.install, shim.remove):
-            error = self.assertRaises(shim.ShimError, action, self.virt_dir)
-            self.assertIn('not written by nova-ext', str(error))
-        with open(self.path) as f:
-            self.assertEqual('# somebody else\n', f.read())
+            f.write(text)
 
     def test_check_without_shim_says_what_to_run(self):
         ok, lines = shim.check(self.virt_dir)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """How a request's spread and a host's failure domain are read."""
 
 from oslo_utils.fixture import uuidsentinel as uuids

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Strict whole numbers: what a hint, extra spec or aggregate key accepts."""
 
 import testtools

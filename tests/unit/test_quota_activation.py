@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Activation of the quota driver: idempotent, refused next to a non-DB
 Nova quota driver, undone by deactivate, never raising into Nova.
 """

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Activation of request filters into Nova's list: idempotent, ordered."""
 
 import fixtures

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova-ext-manage simulate on models small enough to work out by hand."""
 
 import io
@@ -178,6 +179,41 @@ class FailureDomainTest(SimulatorTestCase):
         self.assertEqual(['h-001', 'h-002'], packing.placements)
         self.assertEqual(1, packing.failure_domain_violations)
         self.assertEqual(['h-001', 'h-003'], spread.placements)
+        self.assertEqual(0, spread.failure_domain_violations)
+        self.assertEqual(2, spread.spread_members)
+
+
+class DeclaredLevelTest(SimulatorTestCase):
+    # Two power feeds, declared only by the cluster file's aggregates (the
+    # generated aggregates are racks and rows); a group spread by power.
+    CLUSTER = """\
+        name: feeds
+        rows: 1
+        rack_size: 1
+        host_groups:
+          - {name: a, count: 2, vcpus: 4, cpu_allocation_ratio: 1.0,
+             ram_mb: 8192, disk_gb: 100}
+          - {name: b, count: 2, vcpus: 4, cpu_allocation_ratio: 1.0,
+             ram_mb: 8192, disk_gb: 100}
+        aggregates:
+          - name: feed-a
+            host_groups: [a]
+            metadata: {'nova_ext:failure_domain:power': pa}
+          - name: feed-b
+            host_groups: [b]
+            metadata: {'nova_ext:failure_domain:power': pb}
+    """
+    WORKLOAD = FailureDomainTest.WORKLOAD.replace('spread_level: rack',
+                                                  'spread_level: power')
+
+    def test_level_from_aggregates_is_spread_and_counted(self):
+        result = self.compare(self.CLUSTER, self.WORKLOAD, 'nova-packing',
+                              'nova-ext-failure-domain')
+        packing, spread = result.results
+        # anti-affinity alone: the second member on the same feed
+        self.assertEqual(['a-001', 'a-002'], packing.placements)
+        self.assertEqual(1, packing.failure_domain_violations)
+        self.assertEqual(['a-001', 'b-001'], spread.placements)
         self.assertEqual(0, spread.failure_domain_violations)
         self.assertEqual(2, spread.spread_members)
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tempest finds nova-ext's plugin, its options and its tests.
 
 Running the tests needs a cloud: tests/system/test_loopback_cloud.py runs

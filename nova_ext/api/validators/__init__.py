@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Flavor extra-spec validators, loaded by nova-api through the
 ``nova.api.extra_spec_validators`` entry-point namespace.
 
@@ -11,6 +12,8 @@ import dataclasses
 from nova.api.validation.extra_specs import base
 from nova import exception
 
+from nova_ext import numbers
+
 
 @dataclasses.dataclass
 class NamedExtraSpecValidator(base.ExtraSpecValidator):
@@ -19,6 +22,17 @@ class NamedExtraSpecValidator(base.ExtraSpecValidator):
     """
 
     def validate(self, name, value):
+        if self.value['type'] is int:
+            # Nova's check is int(), which takes '+3', '1_000', ' 3' and
+            # digits of any script; readers of the spec parse strictly.
+            try:
+                numbers.parse_whole_number(
+                    value, self.value.get('min', 0),
+                    self.value.get('max', numbers.DEFAULT_MAXIMUM))
+            except ValueError:
+                raise exception.ValidationError(
+                    "Validation failed for extra spec '%s': %r is not "
+                    "accepted. Allowed: %s" % (name, value, self.allowed()))
         try:
             super().validate(name, value)
         except exception.ValidationError as error:
@@ -32,9 +46,8 @@ class NamedExtraSpecValidator(base.ExtraSpecValidator):
         spec = self.value
         if spec['type'] is int:
             low, high = spec.get('min'), spec.get('max')
-            if high is None:
-                return 'a whole number of %s or more.' % low
-            return 'a whole number from %s to %s.' % (low, high)
+            return 'a whole number from %s to %s in plain decimal digits.' % (
+                low or 0, numbers.DEFAULT_MAXIMUM if high is None else high)
         if spec['type'] is bool:
             return 'true or false.'
         if 'pattern' in spec and len(spec['pattern']) <= 40:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Validators for the ``nova_ext:`` flavor extra specs.
 
 Each key here is documented with the plugin that reads it. Levels allowed in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Alembic environment for nova-ext's tables (``nova-ext-manage db sync``).
 
 The caller hands over an open connection in ``config.attributes``; our
@@ -9,10 +10,8 @@ from alembic import context
 
 from nova_ext.quota import db
 
-VERSION_TABLE = 'nova_ext_alembic_version'
-
 connection = context.config.attributes['connection']
 context.configure(connection=connection, target_metadata=db.BASE.metadata,
-                  version_table=VERSION_TABLE, render_as_batch=True)
+                  version_table=db.VERSION_TABLE, render_as_batch=True)
 with context.begin_transaction():
     context.run_migrations()

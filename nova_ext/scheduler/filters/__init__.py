@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova-ext scheduler filters.
 
 Operators list :func:`all_filters` beside Nova's own in nova.conf::
@@ -12,6 +13,7 @@ from nova.scheduler import filters
 
 from nova_ext import loader
 from nova_ext.scheduler import request_filters
+from nova_ext.scheduler import spread_scheduling
 
 NAMESPACE = 'nova_ext.scheduler.filters'
 
@@ -23,4 +25,5 @@ def all_filters():
     # nova-scheduler calls this once at start: the moment to activate
     # the request filters nova.conf asks for.
     request_filters.activate()
+    spread_scheduling.install()
     return loader.load_plugin_classes(NAMESPACE, filters.BaseHostFilter)

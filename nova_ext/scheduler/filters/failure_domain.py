@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """FailureDomainAntiAffinityFilter: never more than N group members per domain.
 
 Driven by:
@@ -15,6 +16,8 @@ A host passes when its domain at the requested level holds fewer than N
 members of the group. A malformed request fails alone with a NoValidHost
 whose reason names the hint or extra spec; the scheduler keeps serving.
 """
+
+import collections
 
 from oslo_log import log as logging
 
@@ -44,8 +47,47 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
             raise exception.NoValidHost(reason=str(error))
         if request is None:
             return hosts
-        return [host_state for host_state in hosts
-                if self._domain_has_room(host_state, request)]
+        passed = [host_state for host_state in hosts
+                  if self._domain_has_room(host_state, request)]
+        if hosts and not passed:
+            reason = self.why_no_host(hosts, request)
+            LOG.info("FailureDomainAntiAffinityFilter: no host left for "
+                     "instance %s: %s", spec_obj.instance_uuid, reason)
+            failure_domains.live_members.no_host_because(reason)
+        return passed
+
+    @staticmethod
+    def why_no_host(hosts, request):
+        """The NoValidHost reason when the limit rejected every host."""
+        full = collections.Counter()
+        without_domain = []
+        for host_state in hosts:
+            domain = request.domain_of(host_state)
+            if domain is failure_domains.NO_DOMAIN:
+                without_domain.append(host_state.host)
+            else:
+                full[domain] = request.members_per_domain[domain]
+        group = request.group
+        parts = []
+        if full:
+            held = sorted(set(full.values()))
+            parts.append('every %s left (%s) already holds %s member%s of '
+                         'server group %s (%s) (max %d per %s)' % (
+                             request.level, ', '.join(sorted(full)),
+                             ' or '.join(str(n) for n in held),
+                             '' if held == [1] else 's', group.name,
+                             group.uuid, request.max_per_domain,
+                             request.level))
+        if without_domain:
+            parts.append('host%s %s %s in no %s (aggregate metadata %s%s; '
+                         '[nova_ext] hosts_without_failure_domain = reject)'
+                         % ('' if len(without_domain) == 1 else 's',
+                            ', '.join(sorted(without_domain)),
+                            'is' if len(without_domain) == 1 else 'are',
+                            request.level,
+                            failure_domains.AGGREGATE_KEY_PREFIX,
+                            request.level))
+        return 'FailureDomainAntiAffinityFilter: ' + '; '.join(parts)
 
     def host_passes(self, host_state, spec_obj):
         return bool(self.filter_all([host_state], spec_obj))

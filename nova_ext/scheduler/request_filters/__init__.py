@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Placement request pre-filters: a plug point upstream Nova does not have.
 
 Nova edits each request before asking placement for allocation candidates

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """host_class: route a request to the hosts of its class inside placement.
 
 Enable with ``[nova_ext] request_filters = host_class``. Operators tag host

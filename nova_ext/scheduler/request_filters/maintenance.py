@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """maintenance: hosts marked for maintenance never come back from placement.
 
 Enable with ``[nova_ext] request_filters = maintenance``. A host is in
@@ -20,6 +21,8 @@ from nova import exception
 from nova.scheduler.client import report
 from nova.scheduler import request_filter
 
+from nova_ext import cache
+
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
@@ -29,6 +32,7 @@ IGNORE_MAINTENANCE_HINT = 'nova_ext:ignore_maintenance'
 # forbids an unknown trait, and no host carries it before the first
 # "nova-ext-manage host maintenance on".
 _traits_created = set()
+cache.register_reset(_traits_created.clear)
 
 
 def _ensure_trait_exists(trait):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova-ext scheduler weighers.
 
 Operators list :func:`all_weighers` beside Nova's own in nova.conf::
@@ -25,6 +26,23 @@ LOG = logging.getLogger(__name__)
 
 NAMESPACE = 'nova_ext.scheduler.weights'
 
+# Nova's ServerGroupSoftAffinityWeigher and ServerGroupSoftAntiAffinityWeigher
+# carry these policies; nova-ext's weighers must not outvote them.
+SOFT_GROUP_POLICIES = ('soft-affinity', 'soft-anti-affinity')
+
+
+def yields_to_group_policy(spec_obj, served=()):
+    """True when the request's server group has a soft policy that Nova's
+    own group weighers place by, and that is not among ``served`` (the
+    policies the calling weigher itself implements). The weigher then gives
+    every host the same weight, so packing or image locality never decides
+    against the spreading or gathering the user asked for.
+    """
+    group = spec_obj.instance_group if 'instance_group' in spec_obj else None
+    if group is None or 'policy' not in group:
+        return False
+    return group.policy in SOFT_GROUP_POLICIES and group.policy not in served
+
 
 def all_weighers():
     """Every weigher class registered in the ``nova_ext.scheduler.weights``
@@ -48,11 +66,19 @@ class PerRequestWeigher(weights.BaseHostWeigher):
     multiplier; host aggregates override it with the metadata key
     ``nova_ext:<multiplier_option>``, as upstream weighers do.
 
+    For a server group with a soft policy (soft-affinity,
+    soft-anti-affinity) the weigher gives every host the same weight, unless
+    the subclass lists the policy in ``group_policies_served``: Nova's group
+    weighers place those requests.
+
     A weigher that fails is logged and gives every host the same weight, so
     the request is scheduled as if the weigher were off.
     """
 
     multiplier_option = None
+    # Soft server-group policies this weigher implements itself; for any
+    # other soft policy it stands aside (yields_to_group_policy).
+    group_policies_served = ()
 
     def __init__(self):
         super().__init__()
@@ -83,6 +109,8 @@ class PerRequestWeigher(weights.BaseHostWeigher):
         self._request.multiplier = getattr(CONF.nova_ext,
                                            self.multiplier_option)
         host_states = [weighed.obj for weighed in weighed_obj_list]
+        if yields_to_group_policy(spec_obj, self.group_policies_served):
+            return [0.0] * len(host_states)
         try:
             state = self.prepare(spec_obj, host_states)
             return [self.weigh(host_state, state)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BinPackingWeigher: prefer the host the request fits best, all resources
 together.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """FailureDomainSpreadWeigher: prefer domains holding the fewest group members.
 
 The soft twin of FailureDomainAntiAffinityFilter, driven by the same
@@ -26,6 +27,7 @@ LOG = logging.getLogger(__name__)
 class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
 
     multiplier_option = 'failure_domain_spread_weight_multiplier'
+    group_policies_served = failure_domains.SPREADABLE_POLICIES
 
     def prepare(self, spec_obj, host_states):
         try:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ImageLocalityWeigher: prefer hosts already running the requested image.
 
 A compute downloads an image once into its image cache (``_base``) and boots

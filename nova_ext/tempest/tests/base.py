@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What nova-ext's tempest tests share: admin and user clients, the
 microversion, servers booted and waited for without tempest's unstable
 helpers, cleanup of everything a test creates.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova-ext's libvirt driver: Nova's LibvirtDriver plus guest-config
 mutators and compute-reported failure domains.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """LibvirtDriver with guest-config mutators and failure-domain traits.
 
 Driven by nova-compute's nova.conf: ``compute_driver =

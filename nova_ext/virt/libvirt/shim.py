@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The module that lets an unmodified nova-compute load our driver.
 
 Nova imports ``'nova.virt.' + compute_driver`` (``nova/virt/driver.py
@@ -18,6 +19,8 @@ import importlib.util
 import os
 import tempfile
 
+from nova_ext import errors
+
 MODULE = 'nova_ext_libvirt'
 COMPUTE_DRIVER = MODULE + '.LibvirtDriver'
 MARKER = '# Installed by nova-ext-manage driver install.'
@@ -29,7 +32,7 @@ from nova_ext.virt.libvirt.driver import LibvirtDriver  # noqa: F401
 ''' % (MARKER, COMPUTE_DRIVER)
 
 
-class ShimError(Exception):
+class ShimError(errors.OperatorError):
     pass
 
 
@@ -50,15 +53,23 @@ def _path(virt_dir):
 
 
 def _state(virt_dir):
-    """'absent', 'installed', 'outdated' (ours, other text) or 'foreign'."""
+    """'absent', 'installed' (exactly our text) or 'foreign'.
+
+    Only a file that is byte for byte what :data:`CONTENT` says is ours: a
+    copy someone edited (even one that kept our marker line) is theirs,
+    and install/remove leave it alone.
+    """
     path = _path(virt_dir)
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return 'absent'
-    with open(path) as shim:
-        text = shim.read()
-    if text == CONTENT:
-        return 'installed'
-    return 'outdated' if MARKER in text else 'foreign'
+    if os.path.islink(path) or not os.path.isfile(path):
+        return 'foreign'
+    try:
+        with open(path, 'rb') as shim:
+            data = shim.read(len(CONTENT) + 1)
+    except OSError as error:
+        raise ShimError('cannot read %s: %s' % (path, error.strerror))
+    return 'installed' if data == CONTENT.encode() else 'foreign'
 
 
 def _refuse_unless_writable(virt_dir):
@@ -82,8 +93,9 @@ def install(virt_dir=None):
     if state == 'installed':
         return 'already installed: %s' % _path(virt_dir)
     if state == 'foreign':
-        raise ShimError('%s exists and was not written by nova-ext; not '
-                        'overwriting it' % _path(virt_dir))
+        raise ShimError('%s exists and is not the file nova-ext writes '
+                        '(other content); not overwriting it: move it '
+                        'away, then install again' % _path(virt_dir))
     _refuse_unless_writable(virt_dir)
     # atomic: a nova-compute starting meanwhile sees the old or new file
     fd, tmp = tempfile.mkstemp(dir=virt_dir, prefix='.nova-ext-',
@@ -92,8 +104,7 @@ def install(virt_dir=None):
         shim.write(CONTENT)
     os.chmod(tmp, 0o644)
     os.replace(tmp, _path(virt_dir))
-    return '%s: %s' % ('updated' if state == 'outdated' else 'installed',
-                       _path(virt_dir))
+    return 'installed: %s' % _path(virt_dir)
 
 
 def remove(virt_dir=None):
@@ -103,8 +114,8 @@ def remove(virt_dir=None):
     if state == 'absent':
         return 'not installed: %s' % _path(virt_dir)
     if state == 'foreign':
-        raise ShimError('%s was not written by nova-ext; not removing it'
-                        % _path(virt_dir))
+        raise ShimError('%s is not the file nova-ext writes (other '
+                        'content); not removing it' % _path(virt_dir))
     _refuse_unless_writable(virt_dir)
     os.remove(_path(virt_dir))
     cache = os.path.join(virt_dir, '__pycache__')

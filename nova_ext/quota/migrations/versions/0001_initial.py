@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-flavor quota limits and process activations.
 
 Revision ID: 0001

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every ``nova_ext:`` flavor extra spec, accepted and refused (400) by
 the real nova-api (microversion 2.86 and later validate extra specs).
 """

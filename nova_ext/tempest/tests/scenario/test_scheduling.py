@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova-ext's scheduling features seen from the API: where servers land
 (admin view ``OS-EXT-SRV-ATTR:host``), what fails and what the fault says.
 
@@ -186,25 +187,3 @@ class PerFlavorQuotaTest(base.NovaExtTest):
         message = str(error)
         self.assertIn('Quota exceeded for instances of flavor', message)
         self.assertIn('already used %d of %d' % (limit, limit), message)
-
-
-class LibvirtDriverTest(base.NovaExtTest):
-    """Given computes running nova-ext's libvirt driver with a failure
-    domain, their resource providers carry the failure-domain traits it
-    reports (what the failure-domain filter reads).
-    """
-
-    feature = 'libvirt_driver'
-
-    @decorators.idempotent_id('7d0cbb0e-3f0c-4d35-a1b9-2c5a4c51d207')
-    def test_computes_report_failure_domain_traits(self):
-        reported = {}
-        for host in self.compute_hosts():
-            provider = self.providers.list_resource_providers(
-                name=host)['resource_providers'][0]['uuid']
-            reported[host] = [
-                t for t in self.providers.list_resource_provider_traits(
-                    provider)['traits'] if t.startswith(TRAIT_PREFIX)]
-        self.assertTrue(any(reported.values()),
-                        'no compute reports %s* traits: %s'
-                        % (TRAIT_PREFIX, reported))

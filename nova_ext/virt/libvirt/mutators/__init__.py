@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Guest-config mutators: small plugins that change the domain the nova-ext
 libvirt driver builds, where Nova offers no knob.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """domain_metadata: nova-ext's view of a guest in the domain's <metadata>.
 
 Enabled by ``[nova_ext] guest_mutators = domain_metadata`` on nova-compute;

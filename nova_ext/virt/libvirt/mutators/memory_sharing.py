@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """memory_sharing: let a guest opt out of KSM page sharing.
 
 Enabled by ``[nova_ext] guest_mutators = memory_sharing`` on nova-compute.

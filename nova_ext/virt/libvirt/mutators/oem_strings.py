@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """oem_strings: SMBIOS OEM strings (type 11) from the flavor and the image.
 
 Enabled by ``[nova_ext] guest_mutators = oem_strings`` on nova-compute.

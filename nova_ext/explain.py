@@ -1,0 +1,553 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Why a server would land where it does, or why there is no valid host.
+
+``nova-ext-manage explain`` dry-runs one scheduling request against the live
+cloud with the scheduler's own configuration (nova.conf's
+``[filter_scheduler]`` filters, weighers and multipliers, ``[scheduler]``
+request filters, ``[nova_ext] request_filters``), with Nova's own code:
+
+* the ``objects.RequestSpec`` Nova's API and conductor build (flavor, image,
+  hints, server group with its members' hosts), or a server's stored one;
+* ``nova.scheduler.request_filter.ALL_REQUEST_FILTERS`` one at a time, and
+  what each added to placement's query (``ResourceRequest.to_querystring``);
+* placement's allocation candidates, through Nova's report client (a GET);
+* ``HostManager.get_filtered_hosts`` one enabled filter at a time, then each
+  weigher as ``BaseWeightHandler`` applies it, and
+  ``SchedulerManager._get_sorted_hosts`` for the host Nova would pick.
+
+It only reads: no claim, no allocation, nothing saved.
+"""
+
+import collections
+import copy
+import json
+import types
+import urllib.parse
+
+from oslo_utils import uuidutils
+
+import nova.conf
+from nova import context as nova_context
+from nova import exception
+from nova import objects
+from nova.scheduler.client import report
+from nova.scheduler import host_manager as nova_host_manager
+from nova.scheduler import manager as scheduler_manager
+from nova.scheduler import request_filter
+from nova.scheduler import utils as scheduler_utils
+from nova import weights as nova_weights
+
+from nova_ext.scheduler import failure_domains
+
+CONF = nova.conf.CONF
+TOP_HOSTS = 10
+
+
+class ExplainError(Exception):
+    """A request that cannot be explained; the message is one line."""
+
+
+# -- the request --------------------------------------------------------------
+
+def _flavor(ctxt, name_or_id):
+    try:
+        return objects.Flavor.get_by_flavor_id(ctxt, name_or_id)
+    except exception.FlavorNotFound:
+        pass
+    try:
+        return objects.Flavor.get_by_name(ctxt, name_or_id)
+    except exception.FlavorNotFound:
+        raise ExplainError('no flavor %s' % name_or_id)
+
+
+def _v2_catalog(catalog):
+    """A keystone v3 service catalog in the v2 form Nova's contexts carry
+    (what keystonemiddleware hands nova-api in ``X-Service-Catalog``).
+    """
+    services = []
+    for service in catalog:
+        by_region = {}
+        for endpoint in service.get('endpoints', []):
+            region = endpoint.get('region_id') or endpoint.get('region')
+            entry = by_region.setdefault(region, {'region': region})
+            entry['%sURL' % endpoint['interface']] = endpoint['url']
+        services.append({'type': service.get('type'),
+                         'name': service.get('name'),
+                         'endpoints': list(by_region.values())})
+    return services
+
+
+def _with_service_token(ctxt):
+    """``ctxt`` with a token and service catalog from nova.conf's
+    ``[placement]`` credentials: this command runs without a user's request,
+    and Nova's glance client authenticates and finds glance with the
+    context's token and catalog, which an admin context does not have.
+    """
+    from keystoneauth1 import loading as ks_loading
+
+    auth = ks_loading.load_auth_from_conf_options(CONF, 'placement')
+    if auth is None:
+        # no credentials to add: glance answers the context as it is
+        return ctxt
+    session = ks_loading.load_session_from_conf_options(CONF, 'placement',
+                                                        auth=auth)
+    access = auth.get_access(session)
+    authed = copy.copy(ctxt)
+    authed.auth_token = access.auth_token
+    authed.service_catalog = _v2_catalog(access.service_catalog.catalog)
+    return authed
+
+
+def _image(ctxt, image_id):
+    from nova.image import glance
+    try:
+        return glance.API().get(ctxt, image_id)
+    except (exception.ImageNotFound, exception.ImageNotAuthorized):
+        raise ExplainError('no image %s' % image_id)
+    except exception.NovaException as error:
+        raise ExplainError('image %s: %s' % (image_id, error))
+
+
+def _group(ctxt, name_or_uuid):
+    try:
+        if uuidutils.is_uuid_like(name_or_uuid):
+            return objects.InstanceGroup.get_by_uuid(ctxt, name_or_uuid)
+        return objects.InstanceGroup.get_by_name(ctxt, name_or_uuid)
+    except exception.InstanceGroupNotFound:
+        raise ExplainError('no server group %s' % name_or_uuid)
+
+
+def _parse_hints(hints):
+    parsed = {}
+    for hint in hints or ():
+        key, sep, value = hint.partition('=')
+        if not sep or not key:
+            raise ExplainError('--hint %r: expected KEY=VALUE' % hint)
+        parsed.setdefault(key, []).append(value)
+    return parsed
+
+
+def build_request_spec(ctxt, flavor, image=None, hints=(), group=None,
+                       project=None, az=None, num=1):
+    """The RequestSpec nova-api would build for this boot request."""
+    from nova.pci import request as pci_request
+    from nova.virt import hardware
+
+    flavor = _flavor(ctxt, flavor)
+    image_meta = _image(ctxt, image) if image else {}
+    scheduler_hints = _parse_hints(hints)
+    if group is None and 'group' in scheduler_hints:
+        group = scheduler_hints['group'][0]
+    instance_group = _group(ctxt, group) if group else None
+    if instance_group is not None:
+        scheduler_hints['group'] = [instance_group.uuid]
+    numa = hardware.numa_get_constraints(
+        flavor, objects.ImageMeta.from_dict(image_meta or {}))
+    spec = objects.RequestSpec.from_components(
+        ctxt, uuidutils.generate_uuid(), image_meta, flavor, numa,
+        pci_request.get_pci_requests_from_flavor(flavor),
+        {'scheduler_hints': scheduler_hints}, instance_group, az,
+        project_id=project or ctxt.project_id, user_id=ctxt.user_id,
+        request_level_params=objects.RequestLevelParams())
+    spec.num_instances = num
+    spec.is_bfv = False
+    spec.requested_resources = []
+    return spec
+
+
+def stored_request_spec(ctxt, server_uuid):
+    """A server's stored RequestSpec, its group reloaded as it is now."""
+    try:
+        spec = objects.RequestSpec.get_by_instance_uuid(ctxt, server_uuid)
+    except exception.RequestSpecNotFound:
+        raise ExplainError('no server %s' % server_uuid)
+    if 'instance_group' in spec and spec.instance_group:
+        spec.instance_group = objects.InstanceGroup.get_by_uuid(
+            ctxt, spec.instance_group.uuid)
+    spec.reset_forced_destinations()
+    return spec
+
+
+def describe_request(spec):
+    flavor = spec.flavor
+    group = spec.instance_group if 'instance_group' in spec else None
+    image = spec.image if 'image' in spec else None
+    properties = {}
+    if image is not None and 'properties' in image:
+        properties = {name: str(image.properties.get(name))
+                      for name in image.properties.obj_fields
+                      if image.properties.obj_attr_is_set(name)}
+    return {
+        'flavor': {'name': flavor.name, 'vcpus': flavor.vcpus,
+                   'memory_mb': flavor.memory_mb, 'disk_gb': flavor.root_gb,
+                   'extra_specs': dict(flavor.extra_specs)},
+        'image': {'id': image.id if image is not None and 'id' in image
+                  else None, 'properties': properties},
+        'hints': {key: value for key, value
+                  in (spec.scheduler_hints or {}).items()},
+        'group': None if not group else {
+            'uuid': group.uuid, 'name': group.name, 'policy': group.policy,
+            'members': list(group.members or []),
+            'hosts': sorted(set(group.hosts or []))},
+        'project_id': spec.project_id,
+        'availability_zone': spec.availability_zone,
+        'num_instances': spec.num_instances,
+    }
+
+
+# -- placement ----------------------------------------------------------------
+
+def _query(ctxt, spec, host_manager):
+    resources = scheduler_utils.resources_from_request_spec(
+        ctxt, spec, host_manager, enable_pinning_translate=True)
+    # one item per trait, resource or aggregate list: a pre-filter that
+    # adds a trait shows that trait, not the whole parameter again
+    return resources, [
+        (key, part)
+        for key, value in urllib.parse.parse_qsl(resources.to_querystring())
+        for part in value.split(',')]
+
+
+def apply_request_filters(ctxt, spec, host_manager):
+    """Nova's process_reqspec, one pre-filter at a time.
+
+    Returns (steps, failure reason or None).
+    """
+    steps = []
+    _, before = _query(ctxt, spec, host_manager)
+    for pre_filter in request_filter.ALL_REQUEST_FILTERS:
+        name = getattr(pre_filter, 'nova_ext_name', pre_filter.__name__)
+        try:
+            applied = pre_filter(ctxt, spec)
+        except exception.RequestFilterFailed as error:
+            return steps + [{'name': name, 'applied': True, 'added': [],
+                             'failed': error.message}], error.message
+        _, after = _query(ctxt, spec, host_manager)
+        remaining = collections.Counter(before)
+        added = []
+        for item in after:
+            if remaining[item]:
+                remaining[item] -= 1
+            else:
+                added.append('%s=%s' % item)
+        steps.append({'name': name, 'applied': bool(applied),
+                      'added': added})
+        before = after
+    return steps, None
+
+
+def allocation_candidates(ctxt, resources, placement):
+    result = placement.get_allocation_candidates(ctxt, resources)
+    if result is None or result[0] is None:
+        raise ExplainError('placement: cannot get allocation candidates '
+                           '(unreachable, or it refused the query; see '
+                           'the log)')
+    alloc_reqs, summaries, version = result
+    return alloc_reqs, summaries, version
+
+
+# -- filters and weighers -----------------------------------------------------
+
+def _filter_reason(host_filter, host_state, spec, hosts_before):
+    if type(host_filter).__name__ != 'FailureDomainAntiAffinityFilter':
+        return None
+    try:
+        request = failure_domains.spread_request(spec, hosts_before)
+    except failure_domains.InvalidSpreadRequest as error:
+        return str(error)
+    if request is None:
+        return None
+    domain = request.domain_of(host_state)
+    if domain is failure_domains.NO_DOMAIN:
+        return 'in no failure domain at level %s' % request.level
+    return '%s %s already holds %d member(s) of the group (max %d)' % (
+        request.level, domain, request.members_per_domain[domain],
+        request.max_per_domain)
+
+
+def run_filters(host_manager, hosts, spec):
+    """Nova's get_filtered_hosts with one enabled filter at a time.
+
+    Returns (passed hosts, [(filter name, [(host, reason)], error)]).
+    """
+    enabled = host_manager.enabled_filters
+    steps = []
+    try:
+        # requested destination, ignore_hosts, force_hosts: no filter
+        host_manager.enabled_filters = []
+        passed = list(host_manager.get_filtered_hosts(hosts, spec, 0) or [])
+        removed = [host for host in hosts if host not in passed]
+        if removed:
+            steps.append(('requested destination / forced hosts',
+                          [(host, None) for host in removed], None))
+        for host_filter in enabled:
+            if not passed:
+                break
+            if not host_filter.run_filter_for_index(0):
+                continue
+            host_manager.enabled_filters = [host_filter]
+            error = None
+            try:
+                remaining = list(host_manager.get_filtered_hosts(
+                    passed, spec, 0) or [])
+            except exception.NoValidHost as no_valid_host:
+                remaining, error = [], no_valid_host.kwargs.get(
+                    'reason') or str(no_valid_host)
+            removed = [(host, error or _filter_reason(host_filter, host,
+                                                      spec, passed))
+                       for host in passed if host not in remaining]
+            steps.append((type(host_filter).__name__, removed, error))
+            passed = remaining
+    finally:
+        host_manager.enabled_filters = enabled
+    return passed, steps
+
+
+def weigh(host_manager, hosts, spec):
+    """Each weigher's raw, normalised, multiplier and contribution per host,
+    computed as nova.weights.BaseWeightHandler does.
+    """
+    handler = host_manager.weight_handler
+    weighed = [handler.object_class(host, 0.0) for host in hosts]
+    breakdown = {host_name(host): [] for host in hosts}
+    if len(weighed) <= 1:
+        return breakdown
+    for weigher in host_manager.weighers:
+        raw = weigher.weigh_objects(weighed, spec)
+        normalised = list(nova_weights.normalize(
+            raw, minval=weigher.minval, maxval=weigher.maxval))
+        for obj, raw_value, value in zip(weighed, raw, normalised):
+            multiplier = weigher.weight_multiplier(obj.obj)
+            breakdown[host_name(obj.obj)].append({
+                'weigher': type(weigher).__name__, 'raw': raw_value,
+                'normalised': value, 'multiplier': multiplier,
+                'contribution': multiplier * value})
+    return breakdown
+
+
+def host_name(host_state):
+    if host_state.nodename and host_state.nodename != host_state.host:
+        return '%s (%s)' % (host_state.host, host_state.nodename)
+    return host_state.host
+
+
+# -- the whole explanation ----------------------------------------------------
+
+def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
+    """Everything the scheduler would do with ``spec`` now, as a dict."""
+    from oslo_config import cfg
+    conf = cfg.CONF
+    host_manager = host_manager or nova_host_manager.HostManager()
+    placement = placement or report.report_client_singleton()
+    if 'instance_group' in spec and spec.instance_group:
+        scheduler_utils.setup_instance_group(ctxt, spec)
+    result = {'stored_request_spec': stored,
+              'request': describe_request(spec),
+              'request_filters': [], 'placement_query': None,
+              'candidates': [], 'filters': [], 'hosts': [],
+              'selected': None, 'alternates': [], 'no_valid_host': None}
+
+    steps, failure = apply_request_filters(ctxt, spec, host_manager)
+    result['request_filters'] = steps
+    if failure:
+        result['no_valid_host'] = 'request filter: %s' % failure
+        return result
+    resources, _ = _query(ctxt, spec, host_manager)
+    result['placement_query'] = urllib.parse.unquote(
+        resources.to_querystring())
+    alloc_reqs, summaries, _ = allocation_candidates(ctxt, resources,
+                                                     placement)
+    by_provider = collections.defaultdict(list)
+    for alloc_req in alloc_reqs:
+        for rp_uuid in alloc_req['allocations']:
+            by_provider[rp_uuid].append(alloc_req)
+    hosts = list(host_manager.get_host_states_by_uuids(
+        ctxt, list(summaries), spec))
+    for host in hosts:
+        host.allocation_candidates = copy.deepcopy(by_provider[host.uuid])
+    result['candidates'] = sorted(host_name(host) for host in hosts)
+    if not alloc_reqs:
+        result['no_valid_host'] = ('placement returned no allocation '
+                                   'candidates for the query')
+        return result
+
+    passed, filter_steps = run_filters(host_manager, hosts, spec)
+    for name, removed, error in filter_steps:
+        result['filters'].append({
+            'filter': name, 'error': error,
+            'removed': [{'host': host_name(host), 'reason': reason}
+                        for host, reason in removed]})
+    if not passed:
+        last = filter_steps[-1] if filter_steps else None
+        result['no_valid_host'] = (
+            'filter %s removed the last host(s): %s%s' % (
+                last[0], ', '.join(host_name(h) for h, _ in last[1]),
+                ' (%s)' % last[2] if last[2] else '')
+            if last else 'no host left')
+        return result
+
+    breakdown = weigh(host_manager, passed, spec)
+    weighed = host_manager.get_weighed_hosts(passed, spec)
+    for rank, obj in enumerate(weighed, 1):
+        result['hosts'].append({'rank': rank, 'host': host_name(obj.obj),
+                                'weight': obj.weight,
+                                'weighers': breakdown[host_name(obj.obj)]})
+    scheduler = types.SimpleNamespace(host_manager=host_manager)
+    sorted_hosts = scheduler_manager.SchedulerManager._get_sorted_hosts(
+        scheduler, spec, passed, 0)
+    chosen = sorted_hosts[0]
+    result['selected'] = host_name(chosen)
+    result['random_choice'] = (conf.filter_scheduler.host_subset_size > 1
+                               or conf.filter_scheduler
+                               .shuffle_best_same_weighed_hosts)
+    result['alternates'] = [
+        host_name(host) for host in sorted_hosts[1:]
+        if host.cell_uuid == chosen.cell_uuid][
+            :max(0, conf.scheduler.max_attempts - 1)]
+    return result
+
+
+def explain_request(args):
+    """``nova-ext-manage explain``: the explanation for parsed ``args``."""
+    # the scheduler's request filters ask glance (host_class) with the
+    # request's context: here, one with the service's token
+    ctxt = _with_service_token(nova_context.get_admin_context())
+    try:
+        if args.server:
+            spec = stored_request_spec(ctxt, args.server)
+            return explain(ctxt, spec, stored=True)
+        if not args.flavor:
+            raise ExplainError('explain needs --flavor or --server')
+        spec = build_request_spec(
+            ctxt, args.flavor, args.image, args.hint, args.group,
+            args.project, args.az, args.num)
+        return explain(ctxt, spec)
+    except exception.CellMappingNotFound as error:
+        raise ExplainError(str(error))
+    except Exception as error:
+        # oslo.db wraps connection failures in DBConnectionError; keep one
+        # line for an unreachable database.
+        from oslo_db import exception as db_exception
+        if isinstance(error, db_exception.DBError):
+            raise ExplainError('database: %s' % str(error).splitlines()[0])
+        raise
+
+
+# -- output -------------------------------------------------------------------
+
+def _fmt(number):
+    return '%.3f' % number if isinstance(number, float) else str(number)
+
+
+def write_table(result, out, top=TOP_HOSTS):
+    import prettytable
+
+    request = result['request']
+    if result['stored_request_spec']:
+        print("stored RequestSpec, evaluated against the cloud's current "
+              "state", file=out)
+    flavor = request['flavor']
+    print('flavor %s: %d VCPU, %d MB RAM, %d GB disk%s' % (
+        flavor['name'], flavor['vcpus'], flavor['memory_mb'],
+        flavor['disk_gb'], ', extra specs %s' % flavor['extra_specs']
+        if flavor['extra_specs'] else ''), file=out)
+    if request['image']['id']:
+        print('image %s %s' % (request['image']['id'],
+                               request['image']['properties']), file=out)
+    if request['hints']:
+        print('hints %s' % request['hints'], file=out)
+    if request['group']:
+        group = request['group']
+        print('group %s (%s): %d member(s) on %s' % (
+            group['name'], group['policy'], len(group['members']),
+            ', '.join(group['hosts']) or 'no host'), file=out)
+    print('request filters:', file=out)
+    for step in result['request_filters']:
+        print('  %-40s %s%s' % (
+            step['name'], 'applied' if step['applied'] else 'skipped',
+            ': ' + ' '.join(step['added']) if step['added'] else '')
+            + (' FAILED: %s' % step['failed'] if step.get('failed') else ''),
+            file=out)
+    if result['placement_query'] is not None:
+        print('placement query: %s' % result['placement_query'], file=out)
+        print('allocation candidates: %d host(s)%s' % (
+            len(result['candidates']), ': ' + ', '.join(
+                result['candidates'][:top]) + (
+                    ' ...' if len(result['candidates']) > top else '')
+            if result['candidates'] else ''), file=out)
+    for step in result['filters']:
+        removed = step['removed']
+        if not removed:
+            continue
+        shown = ['%s%s' % (r['host'], ' (%s)' % r['reason']
+                           if r['reason'] else '') for r in removed[:top]]
+        print('filter %s removed %d host(s): %s%s' % (
+            step['filter'], len(removed), '; '.join(shown),
+            ' ...' if len(removed) > top else ''), file=out)
+    if result['hosts']:
+        # a column per weigher that moved some host's weight; the others
+        # are in --json
+        shown = [index for index, weigher
+                 in enumerate(result['hosts'][0]['weighers'])
+                 if any(host['weighers'][index]['contribution']
+                        for host in result['hosts'])]
+        table = prettytable.PrettyTable(
+            ['rank', 'host', 'weight'] + [
+                result['hosts'][0]['weighers'][index]['weigher']
+                for index in shown])
+        for host in result['hosts'][:top]:
+            table.add_row([host['rank'], host['host'], _fmt(host['weight'])]
+                          + ['%s / %s x %s' % (
+                              _fmt(w['raw']), _fmt(w['normalised']),
+                              _fmt(w['multiplier']))
+                             for w in (host['weighers'][index]
+                                       for index in shown)])
+        print('weighers: raw / normalised x multiplier; weight = sum of '
+              'normalised x multiplier', file=out)
+        print(table, file=out)
+        hidden = len(result['hosts'][0]['weighers']) - len(shown)
+        if hidden:
+            print('(%d weigher(s) added nothing to any host: see --json)'
+                  % hidden, file=out)
+        if len(result['hosts']) > top:
+            print('... and %d more host(s)' % (len(result['hosts']) - top),
+                  file=out)
+    if result['no_valid_host']:
+        print('NO VALID HOST: %s' % result['no_valid_host'], file=out)
+    else:
+        print('selected: %s%s' % (
+            result['selected'], ' (one of the best, chosen at random: '
+            'host_subset_size / shuffle_best_same_weighed_hosts)'
+            if result.get('random_choice') else ''), file=out)
+        print('alternates: %s' % (', '.join(result['alternates']) or 'none'),
+              file=out)
+
+
+def write_json(result, out):
+    json.dump(result, out, indent=2, sort_keys=True, default=str)
+    out.write('\n')
+
+
+def run(args, conf, out=None, err=None):
+    """``nova-ext-manage explain`` once nova.conf is parsed: 0, or 1 with
+    one line on ``err`` when the request cannot be explained.
+    """
+    import sys
+
+    import oslo_messaging
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    objects.register_all()
+    # cell mappings refer to [DEFAULT] transport_url
+    oslo_messaging.TransportURL.parse(conf)
+    try:
+        result = explain_request(args)
+    except ExplainError as error:
+        print('nova-ext-manage: explain: %s' % error, file=err)
+        return 1
+    if args.json:
+        write_json(result, out)
+    else:
+        write_table(result, out)
+    return 0

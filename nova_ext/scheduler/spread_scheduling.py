@@ -1,0 +1,394 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Failure-domain spread that holds while members are scheduled concurrently.
+
+Driven by ``[nova_ext] coordination_backend_url``, ``spread_lock_timeout``,
+``spread_coordination_unavailable``, ``spread_coordination_retry_seconds``
+and ``spread_serialize_groups``; installed by
+:func:`nova_ext.scheduler.filters.all_filters`, i.e. whenever nova-scheduler
+loads nova-ext's filters.
+
+The conductor reads a group's hosts (``instance_group.hosts``) before it asks
+the scheduler, so members created at the same moment (parallel API clients,
+Nova running ``select_destinations`` concurrently, several schedulers) all
+see an empty group and may all land in one rack. Here each request of a
+group with a failure-domain spread takes a lock named after the group's uuid
+(an in-process lock, then a tooz lock shared by every scheduler), and inside
+it the members are counted where placement says they are now: their
+allocations, written by the claim of the previous lock holder before it let
+go. The moving server itself (cold or live migration, resize, evacuation,
+unshelve) is never counted.
+
+Nova has no hook around one scheduling request (filters and weighers see one
+host list, request filters run before placement is asked), so this module
+wraps ``SchedulerManager.select_destinations``; every request that asks for
+no spread passes through unchanged.
+"""
+
+import collections
+import os
+import tempfile
+import threading
+import time
+import urllib.parse
+
+from oslo_config import cfg
+from oslo_log import log as logging
+import oslo_messaging as messaging
+
+from nova import exception
+from nova import objects
+from nova.scheduler.client import report
+from nova.scheduler import manager
+from nova.scheduler import utils as scheduler_utils
+
+from nova_ext import cache
+from nova_ext.scheduler import failure_domains
+
+CONF = cfg.CONF
+LOG = logging.getLogger(__name__)
+
+LOCK_PREFIX = 'nova-ext-spread-'
+
+# {resource provider uuid: host}; a compute node's provider keeps its name
+_provider_names = {}
+
+
+class CoordinationUnavailable(Exception):
+    """The coordination backend cannot be reached."""
+
+
+class Coordination(object):
+    """One tooz coordinator per process, started on first use; after a
+    failure it is left alone for ``spread_coordination_retry_seconds``.
+    """
+
+    def __init__(self):
+        self._coordinator = None
+        self._url = None
+        self._failed_until = 0.0
+        self._last_error = None
+        self._guard = threading.Lock()
+        self._local_locks = collections.defaultdict(threading.Lock)
+
+    def local_lock(self, group_uuid):
+        with self._guard:
+            return self._local_locks[group_uuid]
+
+    def _started(self):
+        with self._guard:
+            if time.monotonic() < self._failed_until:
+                raise CoordinationUnavailable(self._last_error)
+            if self._coordinator is None:
+                from tooz import coordination
+                url = backend_url()
+                try:
+                    coordinator = coordination.get_coordinator(
+                        url, ('nova-ext-scheduler-%d' % os.getpid()).encode())
+                    _bounded(coordinator.start, START_TIMEOUT,
+                             start_heart=False)
+                except Exception as error:
+                    self._failed(url, error)
+                self._coordinator, self._url = coordinator, url
+            return self._coordinator
+
+    def _failed(self, url, error):
+        self._coordinator = None
+        self._last_error = 'coordination backend %s is unreachable: %s' % (
+            redacted(url), error)
+        retry = CONF.nova_ext.spread_coordination_retry_seconds
+        self._failed_until = time.monotonic() + retry
+        raise CoordinationUnavailable(self._last_error)
+
+    def acquire(self, group_uuid, timeout):
+        """The group's backend lock, acquired; None when ``timeout`` passed.
+        Raises CoordinationUnavailable.
+        """
+        coordinator = self._started()
+        lock = coordinator.get_lock((LOCK_PREFIX + group_uuid).encode())
+        try:
+            if lock.acquire(blocking=timeout):
+                return lock
+            return None
+        except Exception as error:
+            with self._guard:
+                self._failed(self._url, error)
+
+    def release(self, lock):
+        try:
+            lock.release()
+        except Exception as error:
+            # the backend drops the lock with the connection it lost
+            LOG.warning("nova-ext: releasing spread lock %s failed: %s",
+                        lock.name, error)
+
+
+_coordination = Coordination()
+
+# tooz's drivers retry a refused connection for a long time (redis: 15
+# tries, over a minute), longer than the RPC timeout of the conductor
+# waiting for this scheduler: give up on starting well before that.
+START_TIMEOUT = 5
+
+
+def _bounded(function, timeout, **kwargs):
+    """``function(**kwargs)`` in a helper thread; TimeoutError after
+    ``timeout`` seconds (the thread is left to finish on its own).
+    """
+    outcome = {}
+    done = threading.Event()
+
+    def run():
+        try:
+            outcome['result'] = function(**kwargs)
+        except Exception as error:  # noqa: handed to the caller
+            outcome['error'] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True,
+                     name='nova-ext-coordination').start()
+    if not done.wait(timeout):
+        raise TimeoutError('no answer within %ds' % timeout)
+    if 'error' in outcome:
+        raise outcome['error']
+    return outcome.get('result')
+
+
+def reset():
+    """Forget the coordinator and its failures, as a fresh process would."""
+    global _coordination
+    _coordination = Coordination()
+    _provider_names.clear()
+
+
+cache.register_reset(reset)
+
+
+def backend_url():
+    """``[nova_ext] coordination_backend_url``, else a tooz URL for the
+    server behind ``[api_database] connection``, else a lock directory.
+    """
+    if CONF.nova_ext.coordination_backend_url:
+        return CONF.nova_ext.coordination_backend_url
+    return derived_backend_url(CONF.api_database.connection,
+                               _lock_dir())
+
+
+def _lock_dir():
+    try:
+        lock_path = CONF.oslo_concurrency.lock_path
+    except cfg.NoSuchOptError:
+        lock_path = None
+    return os.path.join(lock_path or tempfile.gettempdir(),
+                        'nova-ext-spread-locks')
+
+
+def derived_backend_url(connection, lock_dir):
+    """The tooz URL for a database URL: its server's advisory locks for
+    MySQL/MariaDB and PostgreSQL; ``file://lock_dir`` otherwise.
+    """
+    parts = urllib.parse.urlsplit(connection or '')
+    dialect = parts.scheme.split('+')[0]
+    scheme = {'mysql': 'mysql', 'mariadb': 'mysql',
+              'postgresql': 'postgresql', 'postgres': 'postgresql'}.get(
+                  dialect)
+    if scheme is None or not parts.hostname:
+        return 'file://' + lock_dir
+    return urllib.parse.urlunsplit((scheme, parts.netloc, parts.path, '', ''))
+
+
+def redacted(url):
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(':' + parts.password + '@', ':***@', 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _spread_group(spec_obj):
+    """The request's server group when it asks for a failure-domain spread
+    (a malformed ask counts: the filter refuses it inside the lock).
+    """
+    if 'instance_group' not in spec_obj or not spec_obj.instance_group:
+        return None
+    group = spec_obj.instance_group
+    if group.policy not in failure_domains.SPREADABLE_POLICIES:
+        return None
+    try:
+        level = failure_domains.requested_level(spec_obj)
+    except Exception:
+        return None
+    return group if level else None
+
+
+def _provider_hosts(context, client, provider_uuids, cache):
+    """{provider uuid: host} for compute-node providers: the name of the
+    provider's root, asked from placement once per provider and process.
+    """
+    hosts = {}
+    for uuid in provider_uuids:
+        if uuid not in cache:
+            resp = client.get('/resource_providers/%s' % uuid,
+                              version='1.14',
+                              global_request_id=context.global_id)
+            if not resp:
+                continue
+            provider = resp.json()
+            root = provider.get('root_provider_uuid') or uuid
+            if root != uuid:
+                resp = client.get('/resource_providers/%s' % root,
+                                  version='1.14',
+                                  global_request_id=context.global_id)
+                provider = resp.json() if resp else {}
+            # a compute node's provider is named after its node, which is
+            # its host for every driver but ironic
+            cache[uuid] = provider.get('name')
+        if cache.get(uuid):
+            hosts[uuid] = cache[uuid]
+    return hosts
+
+
+def members_per_host(context, group_uuid, not_counted):
+    """{host: members of the group there} from placement, leaving out the
+    servers in ``not_counted`` (the ones this request places or moves).
+    Returns (counter, placement calls made).
+    """
+    client = report.report_client_singleton()
+    group = objects.InstanceGroup.get_by_uuid(context, group_uuid)
+    calls = 0
+    hosts_of_member = {}
+    for member in group.members or []:
+        if member in not_counted:
+            continue
+        calls += 1
+        allocations = client.get_allocs_for_consumer(
+            context, member).get('allocations', {})
+        hosts_of_member[member] = list(allocations)
+    providers = {uuid for uuids in hosts_of_member.values() for uuid in uuids}
+    provider_host = _provider_hosts(context, client, providers,
+                                    _provider_names)
+    counts = collections.Counter()
+    for uuids in hosts_of_member.values():
+        for host in {provider_host[u] for u in uuids if u in provider_host}:
+            counts[host] += 1
+    return counts, calls
+
+
+def _refuse(reason):
+    LOG.warning("nova-ext: refusing spread request: %s", reason)
+    raise exception.NoValidHost(reason=reason)
+
+
+def _scheduled_with_spread(scheduler, context, spec_obj, instance_uuids,
+                           call):
+    group = _spread_group(spec_obj)
+    if group is None or scheduler_utils.request_is_rebuild(spec_obj):
+        return call()
+    if not CONF.nova_ext.spread_serialize_groups:
+        return _explained(call)
+    timeout = CONF.nova_ext.spread_lock_timeout
+    started = time.monotonic()
+    local = _coordination.local_lock(group.uuid)
+    if not local.acquire(timeout=timeout):
+        _refuse('timed out after %ds waiting for the spread lock of server '
+                'group %s (%s)' % (timeout, group.name, group.uuid))
+    try:
+        try:
+            lock = _coordination.acquire(
+                group.uuid, max(1, timeout - (time.monotonic() - started)))
+        except CoordinationUnavailable as error:
+            if CONF.nova_ext.spread_coordination_unavailable == 'refuse':
+                _refuse('%s; server group %s (%s) is not scheduled without '
+                        'it ([nova_ext] spread_coordination_unavailable = '
+                        'refuse)' % (error, group.name, group.uuid))
+            LOG.warning("nova-ext: scheduling server group %s without the "
+                        "spread lock: %s", group.uuid, error)
+            return _counted_and_scheduled(scheduler, context, spec_obj,
+                                          instance_uuids, group, call)
+        if lock is None:
+            _refuse('timed out after %ds waiting for the spread lock of '
+                    'server group %s (%s)' % (timeout, group.name,
+                                              group.uuid))
+        try:
+            return _counted_and_scheduled(scheduler, context, spec_obj,
+                                          instance_uuids, group, call)
+        finally:
+            _coordination.release(lock)
+    finally:
+        local.release()
+
+
+def _counted_and_scheduled(scheduler, context, spec_obj, instance_uuids,
+                           group, call):
+    started = time.monotonic()
+    not_counted = set(instance_uuids or [])
+    if spec_obj.instance_uuid:
+        not_counted.add(spec_obj.instance_uuid)
+    try:
+        per_host, calls = members_per_host(context, group.uuid,
+                                           not_counted)
+    except Exception as error:
+        _refuse('could not read where the members of server group %s (%s) '
+                'are from placement: %s' % (group.name, group.uuid, error))
+    LOG.debug("nova-ext: server group %s counted from placement in %.0f ms "
+              "(%d allocation reads): %s", group.uuid,
+              (time.monotonic() - started) * 1000, calls, dict(per_host))
+    failure_domains.live_members.set(group.uuid, per_host,
+                                     len(group.hosts or []))
+    return _explained(call)
+
+
+def _explained(call):
+    """``call()``, its NoValidHost carrying the filter's reason if any."""
+    if failure_domains.live_members.group_uuid is None:
+        failure_domains.live_members.clear()
+    try:
+        return call()
+    except exception.NoValidHost:
+        reason = failure_domains.live_members.reason()
+        if reason:
+            raise exception.NoValidHost(reason=reason)
+        raise
+    finally:
+        failure_domains.live_members.clear()
+
+
+_original = None
+
+
+def install():
+    """Wrap SchedulerManager.select_destinations once per process."""
+    global _original
+    if _original is not None:
+        return
+    _original = manager.SchedulerManager.select_destinations
+    original = _original
+
+    @messaging.expected_exceptions(exception.NoValidHost)
+    def select_destinations(self, context, request_spec=None,
+                            filter_properties=None, spec_obj=_sentinel(),
+                            instance_uuids=None, return_objects=False,
+                            return_alternates=False):
+        def call():
+            try:
+                return original(
+                    self, context, request_spec=request_spec,
+                    filter_properties=filter_properties, spec_obj=spec_obj,
+                    instance_uuids=instance_uuids,
+                    return_objects=return_objects,
+                    return_alternates=return_alternates)
+            except messaging.ExpectedException as wrapped:
+                # Nova's own decorator wrapped a NoValidHost for the RPC
+                # server; ours wraps it again on the way out.
+                raise wrapped.exc_info[1].with_traceback(wrapped.exc_info[2])
+        if spec_obj is manager.SchedulerManager._sentinel:
+            return call()
+        return _scheduled_with_spread(self, context, spec_obj,
+                                      instance_uuids, call)
+
+    select_destinations.__wrapped__ = original
+    manager.SchedulerManager.select_destinations = select_destinations
+
+
+def _sentinel():
+    return manager.SchedulerManager._sentinel

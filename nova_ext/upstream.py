@@ -1,0 +1,112 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Every private part of Nova (and of oslo.config) that nova-ext relies on.
+
+nova-ext plugs into an unmodified Nova through its public plug points
+(filters, weighers, extra-spec validators, SQLAlchemy engine plugins,
+``compute_driver``) wherever one exists. Where none exists, it reaches into a
+private name, listed here with the reason. :func:`problems` checks each
+against the running Nova: it must exist, and callables must keep the
+signature nova-ext was written against. ``tests/unit/test_upstream.py`` runs
+it on every supported release (2026.1 / Nova 33, 2026.2 / Nova 34), and
+``nova-ext-status upgrade check`` runs it on the operator's installation, so
+a Nova upgrade that moves one of them fails in CI or in the upgrade check
+with the name of what changed, not at the first request in production.
+"""
+
+import collections
+import importlib
+import inspect
+
+SUPPORTED_NOVA_MAJORS = (33, 34)
+
+Internal = collections.namedtuple('Internal', 'path signature why')
+
+INTERNALS = (
+    Internal('nova.quota.QUOTAS._QuotaEngine__driver_override', None,
+             '[quota] driver accepts only in-tree classes: the per_flavor '
+             'driver goes into the quota engine\'s private driver override'),
+    Internal('nova.compute.utils.check_num_instances_quota',
+             '(context, flavor, min_count, max_count, project_id=None, '
+             'user_id=None, orig_num_req=None)',
+             'the quota driver interface has no per-flavor check: the '
+             'per_flavor driver wraps the create-time instance check'),
+    Internal('nova.compute.api.API._check_quota_for_upsize',
+             '(context, instance, current_flavor, new_flavor, is_bfv, '
+             'is_revert)',
+             'the resize-time quota check has no hook either; wrapped'),
+    Internal('nova.scheduler.request_filter.ALL_REQUEST_FILTERS', None,
+             'request pre-filters are a hard-coded list with no entry '
+             'point; nova-ext appends its own to it in nova-scheduler'),
+    Internal('nova.scheduler.manager.SchedulerManager.select_destinations',
+             None,
+             'no hook spans one scheduling request from filtering to the '
+             'claim: the failure-domain spread lock wraps it '
+             '(nova_ext.scheduler.spread_scheduling; Nova\'s RPC decorator '
+             'hides the signature)'),
+    Internal('nova.scheduler.manager.SchedulerManager._get_sorted_hosts',
+             '(self, spec_obj, host_states, index)',
+             'the simulator runs Nova\'s real filter+weigher pass on modeled '
+             'hosts without placement or RPC'),
+    Internal('nova.scheduler.manager.SchedulerManager._consume_selected_host',
+             '(selected_host, spec_obj, instance_uuid=None)',
+             'the simulator consumes the chosen host as Nova does'),
+    Internal('nova.scheduler.host_manager.HostManager.refresh_cells_caches',
+             '(self)',
+             'the simulator\'s HostManager reads the model, not databases'),
+    Internal('nova.scheduler.host_manager.HostManager._init_aggregates',
+             '(self)', 'as above: aggregates come from the model'),
+    Internal('nova.scheduler.host_manager.HostManager._init_instance_info',
+             '(self, computes_by_cell=None)',
+             'as above: instances come from the model'),
+    Internal('nova.virt.libvirt.driver.LibvirtDriver._get_guest_config',
+             '(self, instance, network_info, image_meta, disk_info, '
+             'rescue=None, block_device_info=None, context=None, mdevs=None, '
+             'accel_info=None, share_info=None, old_guest=None)',
+             'Nova has no guest-config hook: the libvirt subclass runs the '
+             'guest mutators on the config this builds'),
+    Internal('nova.virt.driver.load_compute_driver',
+             '(virtapi, compute_driver=None)',
+             'it imports only nova.virt.<compute_driver>: '
+             '"nova-ext-manage driver install" puts a one-line module there'),
+    Internal('oslo_config.cfg.ConfigOpts._get_opt_info', None,
+             'the sandbox and the simulator type-check nova.conf fragments '
+             'with the registered option, which has no public getter'),
+)
+
+
+def resolve(path):
+    """The object named by the dotted ``path`` (module, then attributes)."""
+    parts = path.split('.')
+    for split in range(len(parts), 0, -1):
+        try:
+            target = importlib.import_module('.'.join(parts[:split]))
+        except ImportError:
+            continue
+        for name in parts[split:]:
+            target = getattr(target, name)
+        return target
+    raise ImportError(path)
+
+
+def problems(internals=INTERNALS):
+    """One line per internal that is gone or changed; empty when all hold."""
+    found = []
+    for internal in internals:
+        try:
+            target = resolve(internal.path)
+        except (ImportError, AttributeError) as error:
+            found.append('%s: missing (%s)' % (internal.path, error))
+            continue
+        if internal.signature is None:
+            continue
+        actual = str(inspect.signature(target))
+        if actual != internal.signature:
+            found.append('%s: signature changed: nova-ext expects %s, '
+                         'Nova has %s' % (internal.path, internal.signature,
+                                          actual))
+    return found
+
+
+def nova_major():
+    from nova import version
+    return int(version.version_string().split('.')[0])

@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
+"""One reset for everything nova-ext remembers in a process."""
+
+from nova import test
+
+from nova_ext import cache
+from nova_ext.scheduler.request_filters import maintenance
+from nova_ext.scheduler import spread_scheduling
+from nova_ext.scheduler.weights import image_locality
+
+
+class ForgetAllTest(test.NoDBTestCase):
+
+    def test_lookups_and_module_memory_are_forgotten(self):
+        # Given a lookup that remembers, and module-level memory of the
+        # plugins a scheduler loaded
+        self.flags(image_locality_cache_seconds=600, group='nova_ext')
+        calls = []
+
+        def compute(image):
+            calls.append(image)
+            return frozenset(['host1'])
+
+        image_locality.hosts_by_image.get('img', compute)
+        image_locality.hosts_by_image.get('img', compute)
+        self.assertEqual(['img'], calls)
+        maintenance._traits_created.add('CUSTOM_NOVA_EXT_MAINTENANCE')
+        spread_scheduling._provider_names['rp'] = 'host1'
+        coordination = spread_scheduling._coordination
+
+        # When the process "restarts"
+        cache.forget_all()
+
+        # Then each of them answers as a fresh process would
+        image_locality.hosts_by_image.get('img', compute)
+        self.assertEqual(['img', 'img'], calls)
+        self.assertEqual(set(), maintenance._traits_created)
+        self.assertEqual({}, dict(spread_scheduling._provider_names))
+        self.assertIsNot(coordination, spread_scheduling._coordination)
+
+    def test_a_registered_reset_runs_once_per_forget_all(self):
+        resets = []
+        reset = cache.register_reset(lambda: resets.append(1))
+        self.addCleanup(cache._resets.remove, reset)
+
+        cache.forget_all()
+
+        self.assertEqual([1], resets)

@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Numbers and aggregate metadata as users and operators type them: strict
+parsing names the key; near misses are reported, not guessed; a placement
+client that cannot be built costs the trait source only.
+"""
+
+import fixtures
+
+from nova import objects
+from nova import test
+
+from nova_ext.scheduler import aggregate_keys
+from nova_ext.scheduler import failure_domains
+from tests.unit.test_failure_domains import group
+from tests.unit.test_failure_domains import host
+from tests.unit.test_failure_domains import RACK
+from tests.unit.test_failure_domains import request
+
+
+class StrictHintTest(test.NoDBTestCase):
+
+    def test_max_per_domain_in_plain_decimal_only(self):
+        for bad in ('1_000', '+3', '\uff13', ' 3', '3 ', '03', '2.0', '1e3',
+                    '10000000', '9' * 400, '0', '-1'):
+            error = self.assertRaises(
+                failure_domains.InvalidSpreadRequest,
+                failure_domains.spread_request,
+                request({'nova_ext:spread_level': 'rack',
+                         'nova_ext:spread_max_per_domain': bad},
+                        group=group()), [])
+            self.assertIn('nova_ext:spread_max_per_domain=%r' % bad,
+                          str(error))
+            self.assertIn('plain decimal digits', str(error))
+
+    def test_plain_numbers_are_read(self):
+        spread = failure_domains.spread_request(
+            request({'nova_ext:spread_level': 'rack',
+                     'nova_ext:spread_max_per_domain': '12'},
+                    group=group()), [])
+        self.assertEqual(12, spread.max_per_domain)
+
+
+class AggregateNearMissTest(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.scheduler.aggregate_keys._reported', set()))
+
+    def aggregate(self, metadata):
+        return objects.Aggregate(id=7, name='rack-r1', metadata=metadata)
+
+    def domain(self, metadata):
+        state = host('h1')
+        state.aggregates = [self.aggregate(metadata)]
+        return failure_domains.host_domain(state, 'rack', own_domain=False)
+
+    def test_key_differing_by_case_or_spaces_is_reported(self):
+        for key in ('Nova_Ext:failure_domain:rack', RACK + ' ',
+                    ' NOVA_EXT:FAILURE_DOMAIN:RACK'):
+            self.assertIs(failure_domains.NO_DOMAIN,
+                          self.domain({key: 'r1'}))
+            self.assertIn("aggregate rack-r1: key %r is not %r" % (key, RACK),
+                          self.stdlog.logger.output)
+
+    def test_domain_with_surrounding_whitespace_is_reported(self):
+        self.assertEqual('r1 ', self.domain({RACK: 'r1 '}))
+        self.assertIn("aggregate rack-r1: %s='r1 ' has surrounding "
+                      "whitespace" % RACK, self.stdlog.logger.output)
+
+    def test_each_problem_is_reported_once(self):
+        for _ in range(3):
+            self.domain({RACK.upper(): 'r1'})
+        self.assertEqual(1, self.stdlog.logger.output.count('rack-r1'))
+
+    def test_exact_keys_are_quiet(self):
+        self.assertEqual('r1', self.domain({RACK: 'r1',
+                                            'nova_ext:host_class': 'gpu'}))
+        self.assertEqual([], aggregate_keys.near_misses({RACK: 'r1'}, RACK))
+        self.assertNotIn('rack-r1', self.stdlog.logger.output)
+
+
+class TraitSourceFallbackTest(test.NoDBTestCase):
+
+    def test_client_that_cannot_be_built_falls_back_to_aggregates(self):
+        def no_client():
+            raise RuntimeError('no [placement] auth_type')
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.client.report.report_client_singleton',
+            no_client))
+        self.assertEqual({}, failure_domains._domains_from_traits('rack'))
+        self.assertIn('could not read the CUSTOM_NOVA_EXT_FD_RACK_* traits '
+                      'from placement (no [placement] auth_type)',
+                      self.stdlog.logger.output)
