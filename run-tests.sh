@@ -7,12 +7,18 @@
 #
 #   ./run-tests.sh                 everything (what CI runs)
 #   ./run-tests.sh unit            one tier: lint, genconfig, releasenotes,
-#                                  unit, functional, system, loopback
+#                                  unit, functional, system, bench, loopback
+#   ./run-tests.sh bench           smoke-runs every benchmark and figure
+#                                  script of tools/ at a tiny size (each
+#                                  must exit 0 and print its table), so
+#                                  they cannot rot between measurements
 #   ./run-tests.sh loopback        a real cloud (keystone, glance, placement,
-#                                  Nova, 3 fake computes) driven by the
+#                                  Nova, 4 fake computes) driven by the
 #                                  openstack CLI and our tempest plugin
 #                                  (~5 minutes; doc/source/loopback-cloud.rst)
 #   ./run-tests.sh functional tests.functional.test_weighers   a selection
+#   NOVA_EXT_NOVA_RELEASE=2026.1 ./run-tests.sh unit   against Nova 33
+#                                  (2026.1; default 2026.2, Nova 34)
 set -euo pipefail
 cd "$(dirname "$0")"
 venv=$(tools/ensure-venv.sh)
@@ -36,18 +42,62 @@ run_releasenotes() {
     reno lint >/dev/null
 }
 
+# Each release keeps its own stestr repository, so that the two can run at
+# the same time (./run-tests.sh all does). --repo-url names the directory
+# that holds the .stestr repository, and stestr creates only the latter.
+stestr_repo=.
+if [ "${NOVA_EXT_NOVA_RELEASE:-2026.2}" != 2026.2 ]; then
+    stestr_repo=.stestr-$NOVA_EXT_NOVA_RELEASE
+    mkdir -p "$stestr_repo"
+fi
+
 run_stestr() {
     echo "== tests: $*"
     set +e
-    stestr run --concurrency "${NOVA_EXT_TEST_CONCURRENCY:-2}" "$@" 2>&1 \
+    stestr --repo-url "$stestr_repo" run \
+        --concurrency "${NOVA_EXT_TEST_CONCURRENCY:-2}" "$@" 2>&1 \
         | grep -vE 'Warning|warnings.warn|import eventlet|^$'
     local rc=${PIPESTATUS[0]}
     set -e
-    local passed failed
-    passed=$(stestr last 2>/dev/null | sed -n 's/^ - Passed: //p')
-    failed=$(stestr last 2>/dev/null | sed -n 's/^ - Failed: //p')
+    local passed failed last
+    last=$(stestr --repo-url "$stestr_repo" last 2>/dev/null)
+    passed=$(sed -n 's/^ - Passed: //p' <<<"$last")
+    failed=$(sed -n 's/^ - Failed: //p' <<<"$last")
     echo "${passed:-0} passed, ${failed:-0} failed"
     return "$rc"
+}
+
+# One tools/ script at a tiny size: it must exit 0 and print the line
+# of its table named by $1 (its header).
+bench_one() {
+    local table=$1 out rc
+    shift
+    echo "-- bench: $*"
+    set +e
+    out=$(PYTHONWARNINGS=ignore timeout 600 python "$@" 2>&1)
+    rc=$?
+    set -e
+    if [ "$rc" -ne 0 ] || ! grep -q -- "$table" <<<"$out"; then
+        echo "$out" | tail -30
+        echo "FAILED (exit $rc; table header '$table' expected): $*" >&2
+        return 1
+    fi
+    grep -A4 -- "$table" <<<"$out"
+}
+
+run_bench() {
+    echo "== bench: every benchmark and figure script, tiny sizes"
+    local failed=0
+    bench_one 'upstream ms/req' tools/benchmark_scheduler.py \
+        --hosts 40 --rounds 1 --requests 2 || failed=1
+    bench_one 'median ms' tools/benchmark_request_filters.py \
+        --hosts 10 --requests 2 || failed=1
+    bench_one 'per_flavor ms' tools/benchmark_quota.py \
+        --sizes 10 --repeat 2 || failed=1
+    bench_one 'mean over seeds' tools/simulator_figures.py \
+        --cluster tests/bench/cluster-tiny.yaml --seeds 1 \
+        --configs nova-defaults nova-ext-bin-packing || failed=1
+    return "$failed"
 }
 
 run_loopback() {
@@ -64,17 +114,42 @@ case "$tier" in
     lint) run_lint ;;
     genconfig) run_genconfig ;;
     releasenotes) run_releasenotes ;;
-    unit) run_stestr tests.unit "$@" ;;
+    unit) run_stestr "${1:-tests.unit}" "${@:2}" ;;
     functional) run_stestr "${1:-tests.functional}" "${@:2}" ;;
     system) run_stestr "${1:-tests.system}" "${@:2}" ;;
+    bench) run_bench ;;
     loopback) run_loopback "$@" ;;
     all)
         run_lint
         run_genconfig
         run_releasenotes
         run_stestr tests
-        run_loopback
+        run_bench
+        if [ "${NOVA_EXT_NOVA_RELEASE:-2026.2}" != 2026.2 ]; then
+            run_loopback
+            exit
+        fi
+        # The loopback cloud mostly waits on its services' processes:
+        # meanwhile the other supported release runs its own venv's unit
+        # and functional tiers (system and loopback run on 2026.2 only).
+        mkdir -p .test-logs
+        loopback_log=.test-logs/loopback-tier.out
+        echo "== loopback tier in the background (output: $loopback_log)"
+        set -m  # its own process group, to stop it whole on an early exit
+        run_loopback >"$loopback_log" 2>&1 &
+        loopback=$!
+        set +m
+        trap 'kill -TERM -- -$loopback 2>/dev/null' EXIT
+        rc=0
+        echo "== Nova 2026.1 (constraints-2026.1.txt)"
+        NOVA_EXT_NOVA_RELEASE=2026.1 "$0" unit || rc=1
+        NOVA_EXT_NOVA_RELEASE=2026.1 "$0" functional || rc=1
+        wait "$loopback" || rc=1
+        trap - EXIT
+        echo "== loopback tier"
+        cat "$loopback_log"
+        exit "$rc"
         ;;
-    *) echo "unknown tier: $tier (lint|genconfig|releasenotes|unit|functional|system|loopback|all)" >&2
+    *) echo "unknown tier: $tier (lint|genconfig|releasenotes|unit|functional|system|bench|loopback|all)" >&2
        exit 2 ;;
 esac
