@@ -68,6 +68,11 @@ INTERNALS = (
              '(virtapi, compute_driver=None)',
              'it imports only nova.virt.<compute_driver>: '
              '"nova-ext-manage driver install" puts a one-line module there'),
+    Internal('nova.policy._ENFORCER', None,
+             'Nova\'s enforcer registers only Nova\'s rules and enforcing '
+             'an unregistered rule fails; nova-ext registers '
+             'nova_ext:ignore_maintenance on it (nova.policy.get_enforcer '
+             're-parses nova.conf, meant for the oslopolicy tools only)'),
     Internal('oslo_config.cfg.ConfigOpts._get_opt_info', None,
              'the sandbox and the simulator type-check nova.conf fragments '
              'with the registered option, which has no public getter'),

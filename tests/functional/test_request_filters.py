@@ -14,6 +14,7 @@ from keystoneauth1 import session
 from keystoneauth1 import token_endpoint
 
 from nova.scheduler import host_manager
+from nova.tests.functional.api import client
 
 from nova_ext.cmd import manage
 from tests.functional import base
@@ -93,7 +94,18 @@ class MaintenanceTest(PreFilterTestCase):
         server = self.boot('sneaky', self.flavor,
                            hints={'nova_ext:ignore_maintenance': 'true'},
                            expected_state='ERROR')
-        self.assertNoValidHost(server, 'for administrators only')
+        self.assertNoValidHost(
+            server, 'not allowed by policy nova_ext:ignore_maintenance')
+
+    def test_policy_can_grant_the_override_to_members(self):
+        # what an operator writes in policy.yaml
+        self.policy.set_rules({'nova_ext:ignore_maintenance': 'role:member'},
+                              overwrite=False)
+        for host in self.HOSTS:
+            self.manage('host', 'maintenance', 'on', host)
+        server = self.boot('member', self.flavor,
+                           hints={'nova_ext:ignore_maintenance': 'true'})
+        self.assertIn(self.host_of(server), self.HOSTS)
 
     def test_only_the_host_named_exactly_is_marked(self):
         # A prefix, another case, a trailing space, a name that would add
@@ -120,6 +132,61 @@ class MaintenanceTest(PreFilterTestCase):
         log = self.stdlog.logger.output
         self.assertEqual(1, log.count(
             'nova-ext: request filters active: maintenance'))
+
+
+class MaintenanceOverrideIsForTheCreateTest(PreFilterTestCase):
+    """A server created on a host in maintenance on purpose never uses its
+    override again: every move finds the other hosts in maintenance too,
+    and fails rather than land on one.
+    """
+    NOVA_EXT_FLAGS = {'request_filters': 'maintenance'}
+
+    def setUp(self):
+        super().setUp()
+        self.manage('host', 'maintenance', 'on', 'host1')
+        self.server = self.boot(
+            'on-purpose', self.flavor, zone='nova:host1',
+            hints={'nova_ext:ignore_maintenance': 'true'})
+        self.assertEqual('host1', self.host_of(self.server))
+        for host in ('host2', 'host3', 'host4'):
+            self.manage('host', 'maintenance', 'on', host)
+
+    def attempt(self, action):
+        # under the test's CastAsCall a NoValidHost of an asynchronous move
+        # reaches the API as an error: what matters is where the server is
+        try:
+            self.admin_api.post_server_action(self.server['id'], action)
+        except client.OpenStackApiException:
+            pass
+        return self._wait_for_server_parameter(
+            self.server, {'OS-EXT-STS:task_state': None})
+
+    def assertStillOnHost1(self, server):
+        self.assertEqual('host1', self.host_of(server))
+        self.assertIn('applies to that create only',
+                      self.stdlog.logger.output)
+
+    def test_cold_migrate(self):
+        self.assertStillOnHost1(self.attempt({'migrate': None}))
+
+    def test_live_migrate(self):
+        self.assertStillOnHost1(self.attempt(
+            {'os-migrateLive': {'host': None, 'block_migration': 'auto'}}))
+
+    def test_evacuate(self):
+        self.computes['host1'].stop()
+        service = self.admin_api.get_services(
+            host='host1', binary='nova-compute')[0]
+        self.admin_api.put_service_force_down(service['id'], True)
+        self.assertStillOnHost1(self.attempt({'evacuate': {}}))
+
+    def test_unshelve(self):
+        self._shelve_server(self.server)
+        unshelved = self.attempt({'unshelve': None})
+        self.assertEqual('SHELVED_OFFLOADED', unshelved['status'])
+        self.assertIsNone(self.host_of(unshelved))
+        self.assertIn('applies to that create only',
+                      self.stdlog.logger.output)
 
 
 class HostClassTest(PreFilterTestCase):
