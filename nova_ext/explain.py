@@ -24,6 +24,8 @@ import json
 import types
 import urllib.parse
 
+from oslo_db import exception as db_exception
+import oslo_messaging
 from oslo_utils import uuidutils
 
 import nova.conf
@@ -37,14 +39,20 @@ from nova.scheduler import request_filter
 from nova.scheduler import utils as scheduler_utils
 from nova import weights as nova_weights
 
+from nova_ext import errors
 from nova_ext.scheduler import failure_domains
 
 CONF = nova.conf.CONF
 TOP_HOSTS = 10
 
 
-class ExplainError(Exception):
-    """A request that cannot be explained; the message is one line."""
+class ExplainError(errors.OperatorError):
+    """A request that cannot be explained (unknown flavor, group, image,
+    server; database unreachable): one line for the operator.
+    """
+
+    def __str__(self):
+        return 'explain: ' + super().__str__()
 
 
 # -- the request --------------------------------------------------------------
@@ -427,7 +435,6 @@ def explain_request(args):
     except Exception as error:
         # oslo.db wraps connection failures in DBConnectionError; keep one
         # line for an unreachable database.
-        from oslo_db import exception as db_exception
         if isinstance(error, db_exception.DBError):
             raise ExplainError('database: %s' % str(error).splitlines()[0])
         raise
@@ -528,24 +535,14 @@ def write_json(result, out):
     out.write('\n')
 
 
-def run(args, conf, out=None, err=None):
-    """``nova-ext-manage explain`` once nova.conf is parsed: 0, or 1 with
-    one line on ``err`` when the request cannot be explained.
+def run(args, conf, out):
+    """``nova-ext-manage explain`` once nova.conf is parsed: writes the
+    explanation to ``out`` and returns 0; raises :class:`ExplainError`.
     """
-    import sys
-
-    import oslo_messaging
-
-    out = out or sys.stdout
-    err = err or sys.stderr
     objects.register_all()
     # cell mappings refer to [DEFAULT] transport_url
     oslo_messaging.TransportURL.parse(conf)
-    try:
-        result = explain_request(args)
-    except ExplainError as error:
-        print('nova-ext-manage: explain: %s' % error, file=err)
-        return 1
+    result = explain_request(args)
     if args.json:
         write_json(result, out)
     else:

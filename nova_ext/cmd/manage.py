@@ -61,12 +61,14 @@ removed each host, each weigher's share, the host Nova would pick
 """
 
 import argparse
+import os
 import re
 import sys
 from urllib import parse as urlparse
 import warnings
 
 from oslo_config import cfg
+import prettytable
 
 from nova_ext import errors
 
@@ -166,275 +168,201 @@ class Maintenance:
                                                     'resource_providers'))
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(prog='nova-ext-manage',
-                                     description=__doc__.split('\n')[0])
-    parser.add_argument('--config-file', action='append', default=[],
-                        help='nova.conf to read [placement] and [nova_ext] '
-                             'from (default: /etc/nova/nova.conf)')
-    commands = parser.add_subparsers(dest='category', required=True)
-    host = commands.add_parser('host', help='host commands')
-    host_commands = host.add_subparsers(dest='command', required=True)
-    maintenance = host_commands.add_parser(
-        'maintenance', help='mark, unmark or list hosts in maintenance')
-    maintenance.add_argument('action', choices=['on', 'off', 'list'])
-    maintenance.add_argument('host', nargs='?',
-                             help='compute node (resource provider) name')
+# Commands import what they need inside run(): configure and simulate run
+# where nova.conf is not parsed, and importing Nova's database and messaging
+# layers costs every invocation a second or more.
 
-    database = commands.add_parser('db', help="nova-ext's tables")
-    database.add_subparsers(dest='command', required=True).add_parser(
-        'sync', help='create or upgrade the tables')
+class Command:
+    """One ``nova-ext-manage CATEGORY ...`` command.
 
-    quota = commands.add_parser('quota', help='per-flavor quota limits')
-    quota_commands = quota.add_subparsers(dest='command', required=True)
-    for name, help_text in (('set', 'set limits'), ('show', 'list limits'),
-                            ('delete', 'delete limits'),
-                            ('usage', 'usage against limits')):
-        command = quota_commands.add_parser(name, help=help_text)
-        command.add_argument('--project', required=name != 'show',
-                             help="project ID, or '*' for every project")
-        scope = command.add_mutually_exclusive_group(
-            required=name in ('set', 'delete', 'usage'))
-        scope.add_argument('--flavor', help='flavor ID or name')
-        scope.add_argument('--class', dest='quota_class',
-                           help='flavor class (nova_ext:quota_class)')
-        if name == 'set':
-            command.add_argument('--instances', type=int)
-            command.add_argument('--cores', type=int)
-            command.add_argument('--ram', type=int, help='MB')
-    quota_commands.add_parser(
-        'check', help='do all nova-api and nova-conductor processes run the '
-                      'same quota driver?')
+    ``add_arguments`` fills its argparse sub-parser; ``run(args, conf,
+    out)`` carries it out with nova.conf parsed into ``conf`` (None when
+    :meth:`needs_nova_conf` says no) and returns the exit code. Errors the
+    operator can fix are raised as :class:`nova_ext.errors.OperatorError`
+    (or left to :func:`_operator_message`); :func:`main` prints them, once.
+    """
+    name = None
+    help = None
+    # config.parse_args(configure_db=...): Nova's database layer reads
+    # nova.conf's database URLs
+    opens_databases = False
 
-    driver = commands.add_parser(
-        'driver', help="the module that lets nova-compute load nova-ext's "
-                       "libvirt driver")
-    driver.add_argument('action', choices=['install', 'remove', 'check'])
+    def add_arguments(self, parser):
+        pass
 
-    configure = commands.add_parser(
-        'configure', help="switch nova-ext's features on (or off) in a "
-                          "nova.conf or tempest.conf")
-    configure.add_argument('target', choices=['nova', 'tempest'])
-    configure.add_argument('--config-file', dest='target_files',
-                           action='append', required=True, metavar='FILE',
-                           help='file to edit, in place; repeat for several')
-    configure.add_argument('--all', action='store_true',
-                           help='every feature below')
-    for feature, help_text in (
-            ('filters', 'FailureDomainAntiAffinityFilter, keeping Nova\'s '
-                        'filters'),
-            ('weighers', "nova-ext's weighers next to Nova's"),
-            ('request-filters', 'the maintenance and host_class request '
-                                'filters'),
-            ('quota', 'the per_flavor quota driver, activated through '
-                      '?plugin=nova_ext on the database URLs'),
-            ('libvirt-driver', "nova-ext's libvirt driver and its guest "
-                               "mutators (run 'driver install' too)")):
-        configure.add_argument('--' + feature, action='store_true',
-                               help=help_text)
-    configure.add_argument('--failure-domain', metavar='LEVEL:DOMAIN,...',
-                           help="this compute's failure domains "
-                                "([nova_ext] failure_domain)")
-    configure.add_argument('--set', dest='assignments', action='append',
-                           default=[], metavar='SECTION.OPTION=VALUE',
-                           help='any other option; repeat for several')
-    configure.add_argument(
-        '--role', dest='roles', action='append', default=[],
-        metavar='ROLE', help='a process that reads this nova.conf (api, '
-        'superconductor, conductor, scheduler, cell-conductor, compute); '
-        'repeat for several: features none of them runs are left out')
-    configure.add_argument('--undo', action='store_true',
-                           help='take out what these flags put in')
-    configure.add_argument('--dry-run', action='store_true',
-                           help='print the changes, write nothing')
+    def needs_nova_conf(self, args):
+        return True
 
-    simulate = commands.add_parser(
-        'simulate', help="replay a workload on a modeled cluster through "
-                         "Nova's scheduler, once per nova.conf fragment")
-    simulate.add_argument(
-        '--cluster', default='cluster-100.yaml',
-        help='cluster model (YAML), or the name of a built-in one: %s '
-             '(default: %%(default)s)' % ', '.join(_builtin('cluster-')))
-    simulate.add_argument(
-        '--workload', default='workload-mixed.yaml',
-        help='workload (YAML), or the name of a built-in one: %s '
-             '(default: %%(default)s)' % ', '.join(_builtin('workload-')))
-    simulate.add_argument(
-        '--conf', action='append', default=[], metavar='FILE',
-        help='nova.conf fragment to compare, applied on top of Nova\'s '
-             'defaults, or the name of a built-in one; repeat it (default: '
-             'the built-in %s)'
-        % ', '.join(DEFAULT_SIMULATE_CONFS))
-    simulate.add_argument('--seed', type=int,
-                          help="the workload's random seed (default: the "
-                               "workload file's)")
-    simulate.add_argument('--arrivals', type=int, metavar='N',
-                          help='replay only the first N arrivals')
-    simulate.add_argument('--plot', metavar='DIR',
-                          help='write utilisation.png and stranded.png '
-                               'into DIR')
-    simulate.add_argument('--json', metavar='FILE',
-                          help="write the results as JSON to FILE ('-': "
-                               "standard output, instead of the table)")
-    explain = commands.add_parser(
-        'explain', help='why a request would land where it does, or why '
-                        'there is no valid host, on the live cloud')
-    request = explain.add_mutually_exclusive_group(required=True)
-    request.add_argument('--flavor', help='flavor ID or name')
-    request.add_argument('--server', metavar='UUID',
-                         help="an existing server's stored request")
-    explain.add_argument('--image', help='image ID')
-    explain.add_argument('--hint', action='append', default=[],
-                         metavar='KEY=VALUE', help='scheduler hint; repeat')
-    explain.add_argument('--group', help='server group name or UUID')
-    explain.add_argument('--project', help='project ID of the request')
-    explain.add_argument('--az', help='availability zone')
-    explain.add_argument('--num', type=int, default=1,
-                         help='number of servers in the request')
-    explain.add_argument('--json', action='store_true',
-                         help='JSON instead of tables')
-    return parser
+    def run(self, args, conf, out):
+        raise NotImplementedError
 
 
-DEFAULT_SIMULATE_CONFS = ('nova-defaults', 'nova-packing',
-                          'nova-ext-bin-packing', 'nova-ext-image-locality',
-                          'nova-ext-failure-domain')
+class HostCommands(Command):
+    name = 'host'
+    help = 'host commands'
 
+    def add_arguments(self, parser):
+        commands = parser.add_subparsers(dest='command', required=True)
+        maintenance = commands.add_parser(
+            'maintenance', help='mark, unmark or list hosts in maintenance')
+        maintenance.add_argument('action', choices=['on', 'off', 'list'])
+        maintenance.add_argument('host', nargs='?',
+                                 help='compute node (resource provider) '
+                                      'name')
 
-def _builtin(prefix):
-    import os
+    def run(self, args, conf, out):
+        from nova import utils
+        return self.maintenance(args, utils.get_ksa_adapter('placement'),
+                                conf.nova_ext.maintenance_trait, out)
 
-    from nova_ext.simulator import model
-    return sorted(name for name in os.listdir(model.EXAMPLES)
-                  if name.startswith(prefix))
-
-
-def run_simulate(args, out=sys.stdout, err=sys.stderr):
-    import os
-
-    from nova_ext.simulator import engine
-    from nova_ext.simulator import model
-    from nova_ext.simulator import report
-
-    def example(path):
-        if os.path.exists(path) or os.sep in path:
-            return path
-        return os.path.join(model.EXAMPLES, path)
-
-    if args.plot and not report.can_plot():
-        raise CommandError(report.PLOT_NEEDS)
-    confs = args.conf or [
-        os.path.join(model.EXAMPLES, 'conf', name + '.conf')
-        for name in DEFAULT_SIMULATE_CONFS]
-    configs = []
-    for path in confs:
-        builtin = os.path.join(model.EXAMPLES, 'conf', path + '.conf')
-        if not os.path.exists(path) and os.path.exists(builtin):
-            path = builtin
-        name = os.path.splitext(os.path.basename(path))[0]
-        configs.append((name, path))
-    cluster = model.load_cluster(example(args.cluster))
-    workload = model.load_workload(example(args.workload), args.seed)
-    if args.arrivals is not None:
-        workload.arrivals = workload.arrivals[:max(0, args.arrivals)]
-    comparison = engine.compare(
-        cluster, workload, configs,
-        progress_factory=lambda name, total: report.Progress(
-            name, total, err))
-    if args.json == '-':
-        report.write_json(comparison, out)
-    else:
-        report.table(comparison, out)
-    try:
-        if args.json and args.json != '-':
-            with open(args.json, 'w') as stream:
-                report.write_json(comparison, stream)
-        if args.plot:
-            for path in report.plot(comparison, args.plot):
-                print('wrote %s' % path, file=err)
-    except OSError as error:
-        raise CommandError('cannot write %s: %s' % (
-            error.filename, error.strerror))
-    return 0
-
-
-def _table(headers, rows, out):
-    import prettytable
-    table = prettytable.PrettyTable(headers)
-    for row in rows:
-        table.add_row(row)
-    print(table, file=out)
-
-
-def run_quota(args, conf, out=sys.stdout):
-    from nova_ext import activation
-    from nova_ext.quota import commands
-    from nova_ext.quota import db
-
-    try:
-        if args.category == 'db':
-            print('nova-ext tables at revision %s' % db.sync(conf), file=out)
+    @staticmethod
+    def maintenance(args, placement, trait, out):
+        """``host maintenance`` against a placement keystoneauth Adapter."""
+        maintenance = Maintenance(placement, trait)
+        if args.action == 'list':
+            for name in maintenance.list():
+                print(name, file=out)
             return 0
-        if args.command == 'set':
-            scope, name, limits = commands.set_limits(
-                conf, args.project, args.flavor, args.quota_class,
-                args.instances, args.cores, args.ram)
-            values = ', '.join('%s=%d' % item for item in sorted(
-                limits.items()))
-            print('%s %s, project %s: %s' % (scope, name, args.project,
-                                             values), file=out)
-        elif args.command == 'show':
-            _table(['project', 'scope', 'name', 'resource', 'limit'],
-                   commands.show_limits(conf, args.project, args.flavor,
-                                        args.quota_class), out)
-        elif args.command == 'delete':
-            count = commands.delete_limits(conf, args.project, args.flavor,
+        if not args.host:
+            raise CommandError('host maintenance %s needs a HOST'
+                               % args.action)
+        changed = getattr(maintenance, args.action)(args.host)
+        print('%s: maintenance %s%s' % (args.host, args.action,
+                                        '' if changed else ' (already)'),
+              file=out)
+        return 0
+
+
+class DbCommands(Command):
+    name = 'db'
+    help = "nova-ext's tables"
+    opens_databases = True
+
+    def add_arguments(self, parser):
+        parser.add_subparsers(dest='command', required=True).add_parser(
+            'sync', help='create or upgrade the tables')
+
+    def run(self, args, conf, out):
+        from nova_ext.quota import db
+        _parse_transport_url(conf)
+        print('nova-ext tables at revision %s' % db.sync(conf), file=out)
+        return 0
+
+
+class QuotaCommands(Command):
+    name = 'quota'
+    help = 'per-flavor quota limits'
+    opens_databases = True
+
+    def add_arguments(self, parser):
+        commands = parser.add_subparsers(dest='command', required=True)
+        for name, help_text in (('set', 'set limits'),
+                                ('show', 'list limits'),
+                                ('delete', 'delete limits'),
+                                ('usage', 'usage against limits')):
+            command = commands.add_parser(name, help=help_text)
+            command.add_argument('--project', required=name != 'show',
+                                 help="project ID, or '*' for every "
+                                      "project")
+            scope = command.add_mutually_exclusive_group(
+                required=name in ('set', 'delete', 'usage'))
+            scope.add_argument('--flavor', help='flavor ID or name')
+            scope.add_argument('--class', dest='quota_class',
+                               help='flavor class (nova_ext:quota_class)')
+            if name == 'set':
+                command.add_argument('--instances', type=int)
+                command.add_argument('--cores', type=int)
+                command.add_argument('--ram', type=int, help='MB')
+        commands.add_parser(
+            'check', help='do all nova-api and nova-conductor processes run '
+                          'the same quota driver?')
+
+    def run(self, args, conf, out):
+        from nova_ext.quota import commands
+
+        _parse_transport_url(conf)
+        try:
+            return getattr(self, args.command)(args, conf, commands, out)
+        except commands.CommandError as error:
+            raise CommandError(str(error))
+
+    @staticmethod
+    def set(args, conf, commands, out):
+        scope, name, limits = commands.set_limits(
+            conf, args.project, args.flavor, args.quota_class,
+            args.instances, args.cores, args.ram)
+        values = ', '.join('%s=%d' % item for item in sorted(limits.items()))
+        print('%s %s, project %s: %s' % (scope, name, args.project, values),
+              file=out)
+        return 0
+
+    @staticmethod
+    def show(args, conf, commands, out):
+        _table(['project', 'scope', 'name', 'resource', 'limit'],
+               commands.show_limits(conf, args.project, args.flavor,
+                                    args.quota_class), out)
+        return 0
+
+    @staticmethod
+    def delete(args, conf, commands, out):
+        count = commands.delete_limits(conf, args.project, args.flavor,
+                                       args.quota_class)
+        print('deleted %d limit(s)' % count, file=out)
+        return 0
+
+    @staticmethod
+    def usage(args, conf, commands, out):
+        scope, name, rows = commands.usage(conf, args.project, args.flavor,
                                            args.quota_class)
-            print('deleted %d limit(s)' % count, file=out)
-        elif args.command == 'usage':
-            scope, name, rows = commands.usage(
-                conf, args.project, args.flavor, args.quota_class)
-            print('project %s, %s %s' % (args.project, scope, name),
-                  file=out)
-            _table(['resource', 'in use', 'limit'], rows, out)
-        elif args.command == 'check':
-            return check(conf, activation, out)
-    except commands.CommandError as error:
-        raise CommandError(str(error))
-    return 0
+        print('project %s, %s %s' % (args.project, scope, name), file=out)
+        _table(['resource', 'in use', 'limit'], rows, out)
+        return 0
+
+    @staticmethod
+    def check(args, conf, commands, out):
+        from nova_ext import activation
+
+        expected = conf.nova_ext.quota_driver
+        rows = [[binary, host, driver or '-', when or 'never',
+                 'ok' if agrees else 'MISMATCH']
+                for binary, host, driver, when, agrees
+                in activation.activation_states(conf, expected)]
+        print('[nova_ext] quota_driver here: %s' % (expected or 'none'),
+              file=out)
+        if not rows:
+            print('no nova-api or nova-conductor has started with nova-ext '
+                  'installed yet: nothing to compare', file=out)
+            return 1
+        _table(['binary', 'host', 'quota driver', 'activated', 'state'],
+               rows, out)
+        return 0 if all(row[-1] == 'ok' for row in rows) else 1
 
 
-def check(conf, activation, out):
-    expected = conf.nova_ext.quota_driver
-    rows = [[binary, host, driver or '-', when or 'never',
-             'ok' if agrees else 'MISMATCH']
-            for binary, host, driver, when, agrees
-            in activation.activation_states(conf, expected)]
-    print('[nova_ext] quota_driver here: %s' % (expected or 'none'),
-          file=out)
-    if not rows:
-        print('no nova-api or nova-conductor has started with nova-ext '
-              'installed yet: nothing to compare', file=out)
-        return 1
-    _table(['binary', 'host', 'quota driver', 'activated', 'state'], rows,
-           out)
-    return 0 if all(row[-1] == 'ok' for row in rows) else 1
+class DriverCommands(Command):
+    name = 'driver'
+    help = ("the module that lets nova-compute load nova-ext's libvirt "
+            "driver")
 
+    def add_arguments(self, parser):
+        parser.add_argument('action', choices=['install', 'remove', 'check'])
 
-def run_driver(args, conf=None, out=sys.stdout):
-    from nova_ext.virt.libvirt import mutators
-    from nova_ext.virt.libvirt import shim
+    def needs_nova_conf(self, args):
+        # install and remove touch Nova's package, not its configuration
+        return args.action == 'check'
 
-    try:
-        if args.action != 'check':
-            print(getattr(shim, args.action)(), file=out)
-            return 0
-        ok, lines = shim.check()
-    except shim.ShimError as error:
-        raise CommandError(str(error))
-    for line in lines:
-        print(line, file=out)
-    if conf is not None:
+    def run(self, args, conf, out):
+        from nova_ext.virt.libvirt import mutators
+        from nova_ext.virt.libvirt import shim
+
+        try:
+            if args.action != 'check':
+                print(getattr(shim, args.action)(), file=out)
+                return 0
+            ok, lines = shim.check()
+        except shim.ShimError as error:
+            raise CommandError(str(error))
+        for line in lines:
+            print(line, file=out)
         print('nova.conf compute_driver: %s%s' % (
             conf.compute_driver,
             '' if conf.compute_driver == shim.COMPUTE_DRIVER
@@ -449,87 +377,263 @@ def run_driver(args, conf=None, out=sys.stdout):
         if unknown:
             print('not installed: %s' % ', '.join(unknown), file=out)
             ok = False
-    return 0 if ok else 1
+        return 0 if ok else 1
 
 
-def run_configure(args, out=None, err=None):
-    from nova_ext import configure
+class ConfigureCommands(Command):
+    name = 'configure'
+    help = "switch nova-ext's features on (or off) in a nova.conf or " \
+           "tempest.conf"
+    FEATURE_FLAGS = (
+        ('filters', 'FailureDomainAntiAffinityFilter, keeping Nova\'s '
+                    'filters'),
+        ('weighers', "nova-ext's weighers next to Nova's"),
+        ('request-filters', 'the maintenance and host_class request '
+                            'filters'),
+        ('quota', 'the per_flavor quota driver, activated through '
+                  '?plugin=nova_ext on the database URLs'),
+        ('libvirt-driver', "nova-ext's libvirt driver and its guest "
+                           "mutators (run 'driver install' too)"))
 
-    out, err = out or sys.stdout, err or sys.stderr
+    def add_arguments(self, parser):
+        parser.add_argument('target', choices=['nova', 'tempest'])
+        parser.add_argument('--config-file', dest='target_files',
+                            action='append', required=True, metavar='FILE',
+                            help='file to edit, in place; repeat for '
+                                 'several')
+        parser.add_argument('--all', action='store_true',
+                            help='every feature below')
+        for feature, help_text in self.FEATURE_FLAGS:
+            parser.add_argument('--' + feature, action='store_true',
+                                help=help_text)
+        parser.add_argument('--failure-domain', metavar='LEVEL:DOMAIN,...',
+                            help="this compute's failure domains "
+                                 "([nova_ext] failure_domain)")
+        parser.add_argument('--set', dest='assignments', action='append',
+                            default=[], metavar='SECTION.OPTION=VALUE',
+                            help='any other option; repeat for several')
+        parser.add_argument(
+            '--role', dest='roles', action='append', default=[],
+            metavar='ROLE', help='a process that reads this nova.conf (api, '
+            'superconductor, conductor, scheduler, cell-conductor, '
+            'compute); repeat for several: features none of them runs are '
+            'left out')
+        parser.add_argument('--undo', action='store_true',
+                            help='take out what these flags put in')
+        parser.add_argument('--dry-run', action='store_true',
+                            help='print the changes, write nothing')
 
-    features = [feature for feature in configure.FEATURES
-                if args.all or getattr(args, feature)]
-    if not (features or args.failure_domain or args.assignments):
-        raise CommandError('configure %s: nothing to do; name features '
-                           '(--all, --filters, ...), --failure-domain or '
-                           '--set' % args.target)
-    try:
-        roles = [r for role in args.roles for r in role.split(',') if r]
-        if roles and not args.undo:
-            features, notes = configure.features_for_roles(features, roles)
-            if args.failure_domain and 'compute' not in roles:
-                notes.append('--failure-domain left out: only nova-compute '
-                             'reads it')
-                args.failure_domain = None
-            for note in notes:
-                print('nova-ext-manage: %s' % note, file=err)
-        for path in args.target_files:
-            changed, diff, warnings = configure.configure_file(
-                path, args.target, features, undo=args.undo,
-                failure_domain=args.failure_domain,
-                assignments=args.assignments, dry_run=args.dry_run)
-            for warning in warnings:
-                print('nova-ext-manage: warning: %s: %s' % (path, warning),
-                      file=err)
-            if args.dry_run:
-                for line in diff:
-                    print(line, file=out)
-            else:
-                done = features + (['failure_domain']
-                                   if args.failure_domain else [])
-                done += [errors.mask_secrets(assignment)
-                         for assignment in args.assignments]
-                print('%s: %s (%s)' % (
-                    path, 'updated' if changed else 'unchanged',
-                    ', '.join(done)), file=out)
-    except configure.ConfigureError as error:
-        raise CommandError(str(error))
-    return 0
+    def needs_nova_conf(self, args):
+        # it edits configuration files, and may be run before they exist
+        return False
 
+    def run(self, args, conf, out, err=None):
+        from nova_ext import configure
 
-def run(args, placement, trait, out=sys.stdout):
-    """Carry out parsed ``args`` against a placement keystoneauth Adapter."""
-    maintenance = Maintenance(placement, trait)
-    if args.action == 'list':
-        for name in maintenance.list():
-            print(name, file=out)
+        err = err or sys.stderr
+        features = [feature for feature in configure.FEATURES
+                    if args.all or getattr(args, feature)]
+        if not (features or args.failure_domain or args.assignments):
+            raise CommandError('configure %s: nothing to do; name features '
+                               '(--all, --filters, ...), --failure-domain '
+                               'or --set' % args.target)
+        try:
+            roles = [r for role in args.roles for r in role.split(',') if r]
+            failure_domain = args.failure_domain
+            if roles and not args.undo:
+                features, notes = configure.features_for_roles(features,
+                                                               roles)
+                if failure_domain and 'compute' not in roles:
+                    notes.append('--failure-domain left out: only '
+                                 'nova-compute reads it')
+                    failure_domain = None
+                for note in notes:
+                    print('nova-ext-manage: %s' % note, file=err)
+            for path in args.target_files:
+                self._configure(configure, args, path, features,
+                                failure_domain, out, err)
+        except configure.ConfigureError as error:
+            raise CommandError(str(error))
         return 0
-    if not args.host:
-        raise CommandError('host maintenance %s needs a HOST' % args.action)
-    changed = getattr(maintenance, args.action)(args.host)
-    print('%s: maintenance %s%s' % (args.host, args.action,
-                                    '' if changed else ' (already)'),
-          file=out)
-    return 0
+
+    @staticmethod
+    def _configure(configure, args, path, features, failure_domain, out,
+                   err):
+        changed, diff, warnings = configure.configure_file(
+            path, args.target, features, undo=args.undo,
+            failure_domain=failure_domain, assignments=args.assignments,
+            dry_run=args.dry_run)
+        for warning in warnings:
+            print('nova-ext-manage: warning: %s: %s' % (path, warning),
+                  file=err)
+        if args.dry_run:
+            for line in diff:
+                print(line, file=out)
+            return
+        done = features + (['failure_domain'] if failure_domain else [])
+        done += [errors.mask_secrets(assignment)
+                 for assignment in args.assignments]
+        print('%s: %s (%s)' % (path, 'updated' if changed else 'unchanged',
+                               ', '.join(done)), file=out)
 
 
-def _dispatch(args):
-    if args.category == 'simulate':
+class SimulateCommands(Command):
+    name = 'simulate'
+    help = ("replay a workload on a modeled cluster through Nova's "
+            "scheduler, once per nova.conf fragment")
+    DEFAULT_CONFS = ('nova-defaults', 'nova-packing', 'nova-ext-bin-packing',
+                     'nova-ext-image-locality', 'nova-ext-failure-domain')
+
+    def add_arguments(self, parser):
+        from nova_ext.simulator import model
+
+        def builtin(prefix):
+            return ', '.join(sorted(name for name in os.listdir(
+                model.EXAMPLES) if name.startswith(prefix)))
+
+        parser.add_argument(
+            '--cluster', default='cluster-100.yaml',
+            help='cluster model (YAML), or the name of a built-in one: %s '
+                 '(default: %%(default)s)' % builtin('cluster-'))
+        parser.add_argument(
+            '--workload', default='workload-mixed.yaml',
+            help='workload (YAML), or the name of a built-in one: %s '
+                 '(default: %%(default)s)' % builtin('workload-'))
+        parser.add_argument(
+            '--conf', action='append', default=[], metavar='FILE',
+            help='nova.conf fragment to compare, applied on top of Nova\'s '
+                 'defaults, or the name of a built-in one; repeat it '
+                 '(default: the built-in %s)' % ', '.join(self.DEFAULT_CONFS))
+        parser.add_argument('--seed', type=int,
+                            help="the workload's random seed (default: the "
+                                 "workload file's)")
+        parser.add_argument('--arrivals', type=int, metavar='N',
+                            help='replay only the first N arrivals')
+        parser.add_argument('--plot', metavar='DIR',
+                            help='write utilisation.png and stranded.png '
+                                 'into DIR')
+        parser.add_argument('--json', metavar='FILE',
+                            help="write the results as JSON to FILE ('-': "
+                                 "standard output, instead of the table)")
+
+    def needs_nova_conf(self, args):
+        # it models a cluster; each fragment is applied on Nova's defaults
+        return False
+
+    def run(self, args, conf, out, err=None):
         import logging
+
+        from nova_ext.simulator import engine
+        from nova_ext.simulator import model
+        from nova_ext.simulator import report
+
+        err = err or sys.stderr
         logging.basicConfig(level=logging.WARNING,
                             format='%(levelname)s %(name)s: %(message)s')
-        from nova_ext.simulator import engine
         engine.parse_defaults()
-        return run_simulate(args)
-    if args.category == 'configure':
-        return run_configure(args)
-    if args.category == 'driver' and args.action != 'check':
-        return run_driver(args)
-    import oslo_messaging
 
+        def example(path):
+            if os.path.exists(path) or os.sep in path:
+                return path
+            return os.path.join(model.EXAMPLES, path)
+
+        if args.plot and not report.can_plot():
+            raise CommandError(report.PLOT_NEEDS)
+        configs = []
+        for path in args.conf or self.DEFAULT_CONFS:
+            builtin = os.path.join(model.EXAMPLES, 'conf', path + '.conf')
+            if not os.path.exists(path) and os.path.exists(builtin):
+                path = builtin
+            name = os.path.splitext(os.path.basename(path))[0]
+            configs.append((name, path))
+        cluster = model.load_cluster(example(args.cluster))
+        workload = model.load_workload(example(args.workload), args.seed)
+        if args.arrivals is not None:
+            workload.arrivals = workload.arrivals[:max(0, args.arrivals)]
+        comparison = engine.compare(
+            cluster, workload, configs,
+            progress_factory=lambda name, total: report.Progress(
+                name, total, err))
+        if args.json == '-':
+            report.write_json(comparison, out)
+        else:
+            report.table(comparison, out)
+        try:
+            if args.json and args.json != '-':
+                with open(args.json, 'w') as stream:
+                    report.write_json(comparison, stream)
+            if args.plot:
+                for path in report.plot(comparison, args.plot):
+                    print('wrote %s' % path, file=err)
+        except OSError as error:
+            raise CommandError('cannot write %s: %s' % (
+                error.filename, error.strerror))
+        return 0
+
+
+class ExplainCommands(Command):
+    name = 'explain'
+    help = ('why a request would land where it does, or why there is no '
+            'valid host, on the live cloud')
+    opens_databases = True
+
+    def add_arguments(self, parser):
+        request = parser.add_mutually_exclusive_group(required=True)
+        request.add_argument('--flavor', help='flavor ID or name')
+        request.add_argument('--server', metavar='UUID',
+                             help="an existing server's stored request")
+        parser.add_argument('--image', help='image ID')
+        parser.add_argument('--hint', action='append', default=[],
+                            metavar='KEY=VALUE',
+                            help='scheduler hint; repeat')
+        parser.add_argument('--group', help='server group name or UUID')
+        parser.add_argument('--project', help='project ID of the request')
+        parser.add_argument('--az', help='availability zone')
+        parser.add_argument('--num', type=int, default=1,
+                            help='number of servers in the request')
+        parser.add_argument('--json', action='store_true',
+                            help='JSON instead of tables')
+
+    def run(self, args, conf, out):
+        from nova_ext import explain
+        return explain.run(args, conf, out)
+
+
+CATEGORIES = {command.name: command for command in (
+    HostCommands(), DbCommands(), QuotaCommands(), DriverCommands(),
+    ConfigureCommands(), SimulateCommands(), ExplainCommands())}
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog='nova-ext-manage',
+                                     description=__doc__.split('\n')[0])
+    parser.add_argument('--config-file', action='append', default=[],
+                        help='nova.conf to read [placement] and [nova_ext] '
+                             'from (default: /etc/nova/nova.conf)')
+    categories = parser.add_subparsers(dest='category', required=True)
+    for command in CATEGORIES.values():
+        command.add_arguments(categories.add_parser(command.name,
+                                                    help=command.help))
+    return parser
+
+
+def _table(headers, rows, out):
+    table = prettytable.PrettyTable(headers)
+    for row in rows:
+        table.add_row(row)
+    print(table, file=out)
+
+
+def _parse_transport_url(conf):
+    # registers [DEFAULT] transport_url, which cell mappings refer to
+    import oslo_messaging
+    oslo_messaging.TransportURL.parse(conf)
+
+
+def nova_conf(config_files, opens_databases):
+    """nova.conf parsed as nova-manage parses it, with nova-ext's options."""
     import nova.conf
     from nova import config
-    from nova import utils
 
     from nova_ext import conf as ext_conf
 
@@ -541,27 +645,21 @@ def _dispatch(args):
     for group in ('api_database', 'database', 'nova_ext_database'):
         conf.set_default('max_retries', 2, group=group)
         conf.set_default('retry_interval', 1, group=group)
-    # As nova-manage does: registers messaging options (cells carry
-    # transport URLs) and points Nova's database layer at nova.conf.
     config_args = ['nova-ext-manage']
-    for path in args.config_file:
+    for path in config_files:
         config_args += ['--config-file', path]
     config.parse_args(config_args, init_rpc=False,
-                      configure_db=args.category in ('db', 'quota',
-                                                     'explain'))
+                      configure_db=opens_databases)
     _quiet_nova_logs()
-    if args.category == 'explain':
-        from nova_ext import explain
-        return explain.run(args, conf)
-    if args.category in ('db', 'quota'):
-        # Registers [DEFAULT] transport_url, which cell mappings refer
-        # to.
-        oslo_messaging.TransportURL.parse(conf)
-        return run_quota(args, conf)
-    if args.category == 'driver':
-        return run_driver(args, conf)
-    placement = utils.get_ksa_adapter('placement')
-    return run(args, placement, conf.nova_ext.maintenance_trait)
+    return conf
+
+
+def _dispatch(args):
+    command = CATEGORIES[args.category]
+    conf = None
+    if command.needs_nova_conf(args):
+        conf = nova_conf(args.config_file, command.opens_databases)
+    return command.run(args, conf, sys.stdout)
 
 
 def _quiet_nova_logs():
@@ -611,6 +709,9 @@ def _operator_message(error):
         return 'placement or keystone unreachable: %s' % error
     if isinstance(error, ks_exc.ClientException):
         return 'placement: %s' % error
+    if isinstance(error, db_exc.CantStartEngineError):
+        return ('no database in nova.conf: %s (pass --config-file with '
+                'the nova.conf of nova-api or nova-conductor)' % error)
     table = _missing_table(error)
     if table is not None:
         if table.startswith('nova_ext_'):

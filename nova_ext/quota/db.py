@@ -27,6 +27,8 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 from sqlalchemy import sql
 
+from nova_ext import errors
+
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
@@ -73,6 +75,10 @@ _CONTEXT = None
 _CONTEXT_URL = None
 
 
+class NoDatabase(errors.OperatorError):
+    """nova.conf names no database for nova-ext's tables."""
+
+
 def connection_url(conf):
     return (conf.nova_ext_database.connection
             or conf.api_database.connection)
@@ -83,8 +89,8 @@ def context_manager(conf):
     global _CONTEXT, _CONTEXT_URL
     url = connection_url(conf)
     if not url:
-        raise RuntimeError('no database: set [nova_ext_database] connection '
-                           'or [api_database] connection in nova.conf')
+        raise NoDatabase('no database in nova.conf: set [nova_ext_database] '
+                         'connection or [api_database] connection')
     with _LOCK:
         if _CONTEXT is None or _CONTEXT_URL != url:
             ctxt = enginefacade.transaction_context()

@@ -67,7 +67,7 @@ class ExplainTest(base.NovaExtTestCase):
 
         out = io.StringIO()
         self.assertEqual(0, explain.run(parse('--flavor', 'm1'),
-                                        base.cloud.CONF, out=out))
+                                        base.cloud.CONF, out))
         self.assertIn('selected: host3', out.getvalue())
         self.assertIn('BinPackingWeigher', out.getvalue())
         # weighers adding nothing are left out of the table
@@ -99,7 +99,7 @@ class ExplainTest(base.NovaExtTestCase):
         out = io.StringIO()
         explain.run(parse('--flavor', 'm1', '--group', group, '--hint',
                           'nova_ext:spread_level=rack'), base.cloud.CONF,
-                    out=out)
+                    out)
         self.assertIn('NO VALID HOST: filter FailureDomainAntiAffinityFilter',
                       out.getvalue())
 
@@ -133,11 +133,12 @@ class ExplainTest(base.NovaExtTestCase):
                   'c0ffee00-0000-4000-8000-000000000000'), 'no image'),
                 (('--server', 'c0ffee00-0000-4000-8000-000000000000'),
                  'no server')):
-            err = io.StringIO()
-            self.assertEqual(1, explain.run(parse(*argv), base.cloud.CONF,
-                                            out=io.StringIO(), err=err))
-            self.assertIn(message, err.getvalue())
-            self.assertEqual(1, len(err.getvalue().splitlines()), argv)
+            error = self.assertRaises(
+                explain.ExplainError, explain.run, parse(*argv),
+                base.cloud.CONF, io.StringIO())
+            self.assertIn(message, str(error))
+            self.assertTrue(str(error).startswith('explain: '), argv)
+            self.assertEqual(1, len(str(error).splitlines()), argv)
 
     # -- read-only proof --------------------------------------------------
 

@@ -42,7 +42,8 @@ class QuotaTestCase(base.NovaExtTestCase):
         out = io.StringIO()
         args = manage.build_parser().parse_args(list(argv))
         try:
-            rc = manage.run_quota(args, cloud.CONF, out)
+            command = manage.CATEGORIES[args.category]
+            rc = command.run(args, cloud.CONF, out)
         except manage.CommandError as error:
             rc, out = 1, io.StringIO(str(error))
         self.assertEqual(expect_rc, rc, out.getvalue())

@@ -45,8 +45,8 @@ class PreFilterTestCase(base.NovaExtTestCase):
                                       'admin')), service_type='placement')
         out = io.StringIO()
         args = manage.build_parser().parse_args(list(argv))
-        self.assertEqual(0, manage.run(args, placement,
-                                       'CUSTOM_NOVA_EXT_MAINTENANCE', out))
+        self.assertEqual(0, manage.HostCommands.maintenance(
+            args, placement, 'CUSTOM_NOVA_EXT_MAINTENANCE', out))
         return out.getvalue()
 
 
@@ -123,8 +123,8 @@ class MaintenanceTest(PreFilterTestCase):
             args = manage.build_parser().parse_args(
                 ['host', 'maintenance', 'on', host])
             error = self.assertRaises(
-                manage.CommandError, manage.run, args, placement,
-                'CUSTOM_NOVA_EXT_MAINTENANCE', io.StringIO())
+                manage.CommandError, manage.HostCommands.maintenance, args,
+                placement, 'CUSTOM_NOVA_EXT_MAINTENANCE', io.StringIO())
             self.assertIn(message, str(error))
         self.assertEqual('', self.manage('host', 'maintenance', 'list'))
 

@@ -61,7 +61,8 @@ class ConfigureTestCase(testtools.TestCase):
         out, err = io.StringIO(), io.StringIO()
         args = manage.build_parser().parse_args(['configure'] + list(argv))
         try:
-            code = manage.run_configure(args, out=out, err=err)
+            command = manage.CATEGORIES['configure']
+            code = command.run(args, None, out, err=err)
         except manage.CommandError as error:
             return 1, str(error)
         return code, out.getvalue() + err.getvalue()

@@ -247,6 +247,12 @@ class TestDatabaseCommands(OperatorErrorCase):
                         if not line.startswith('SQL connection failed'))
         self.assertOneLine(code, out, err, 'database unreachable')
 
+    def test_no_database_configured(self):
+        conf = self.write('nova.conf', '[DEFAULT]\n')
+        for argv in (['quota', 'show'], ['explain', '--flavor', 'm1']):
+            self.assertOneLine(*self.run_manage(conf, *argv),
+                               'no database in nova.conf')
+
     def test_check_before_any_service_started(self):
         conf = self.conf('sqlite:///%s/api.db' % self.dir)
         code, out, err = self.run_manage(conf, 'db', 'sync')

@@ -276,7 +276,8 @@ class CommandTest(SimulatorTestCase):
             'simulate', '--cluster', cluster, '--workload', workload,
             '--conf', 'nova-packing', '--json', '-'])
         out = io.StringIO()
-        self.assertEqual(0, manage.run_simulate(args, out, io.StringIO()))
+        self.assertEqual(0, manage.CATEGORIES['simulate'].run(
+            args, None, out, err=io.StringIO()))
         data = json.loads(out.getvalue())
         self.assertEqual(4, data['volume_bound'])
         self.assertEqual(4, data['results'][0]
