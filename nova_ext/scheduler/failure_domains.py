@@ -40,7 +40,7 @@ CONF = cfg.CONF
 ext_conf.register_opts(CONF)
 LOG = logging.getLogger(__name__)
 
-AGGREGATE_KEY_PREFIX = 'nova_ext:failure_domain:'
+AGGREGATE_KEY_PREFIX = aggregate_keys.FAILURE_DOMAIN_PREFIX
 TRAIT_PREFIX = 'CUSTOM_NOVA_EXT_FD_'
 SPREAD_LEVEL = 'nova_ext:spread_level'
 SPREAD_MAX_PER_DOMAIN = 'nova_ext:spread_max_per_domain'
@@ -116,7 +116,7 @@ def host_domain(host_state, level, own_domain=None, trait_domains=None,
     key = AGGREGATE_KEY_PREFIX + level
     found = NO_DOMAIN
     for aggregate in host_state.aggregates if use_aggregates else ():
-        aggregate_keys.warn_near_misses(aggregate, key)
+        aggregate_keys.warn_near_misses(aggregate)
         domain = aggregate.metadata.get(key)
         if domain is None or domain == found:
             continue
