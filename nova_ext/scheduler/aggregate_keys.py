@@ -10,8 +10,9 @@ domain from ``r1``. :func:`problems_in_aggregates` names each such problem,
 and three places report them:
 
 * the failure-domain filter and weigher call :func:`warn_near_misses` for
-  each aggregate they read: one log warning naming the aggregate, once per
-  aggregate and problem per process;
+  each aggregate of a spread request's candidate hosts
+  (``failure_domains.spread_request``): one log warning naming the
+  aggregate, once per aggregate and problem per process;
 * ``nova-ext-manage explain`` lists them for the aggregates the host
   manager read;
 * ``nova-ext-status upgrade check`` ("Aggregate metadata") lists them for
@@ -22,6 +23,7 @@ Every reader of aggregate metadata takes its key from here, so that
 """
 
 import difflib
+import functools
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -63,10 +65,22 @@ def keys_read(conf):
     failure_domain_levels``, ``nova_ext:<option>`` for each weigher
     multiplier option, and ``nova_ext:host_class``.
     """
-    return ([failure_domain_key(level)
-             for level in conf.nova_ext.failure_domain_levels]
-            + [multiplier_key(option) for option in MULTIPLIER_OPTIONS]
-            + [HOST_CLASS])
+    return list(_keys_for_levels(tuple(conf.nova_ext.failure_domain_levels)))
+
+
+# The scheduler checks every aggregate of every candidate host per spread
+# request: the key lists are built once per configuration, not per call.
+@functools.lru_cache(maxsize=8)
+def _keys_for_levels(levels):
+    return tuple([failure_domain_key(level) for level in levels]
+                 + [multiplier_key(option) for option in MULTIPLIER_OPTIONS]
+                 + [HOST_CLASS])
+
+
+@functools.lru_cache(maxsize=8)
+def _index(keys):
+    """(set of ``keys``, {folded key: key})."""
+    return frozenset(keys), {_fold(key): key for key in keys}
 
 
 def _fold(key):
@@ -144,9 +158,7 @@ def problems_in_aggregates(aggregates, keys):
     with the closest key read when one is close. Other namespaces are not
     nova-ext's business.
     """
-    keys = list(keys)
-    key_set = set(keys)
-    by_fold = {_fold(key): key for key in keys}
+    key_set, by_fold = _index(tuple(keys))
     return [(_field(aggregate, 'name', 'uuid', 'id'), problem)
             for aggregate in aggregates
             for problem in _problems(_field(aggregate, 'metadata'), key_set,
@@ -158,7 +170,7 @@ def warn_near_misses(aggregate, keys=None):
     :func:`keys_read` of nova.conf) once per process.
     """
     if keys is None:
-        keys = keys_read(CONF)
+        keys = _keys_for_levels(tuple(CONF.nova_ext.failure_domain_levels))
     for name, problem in problems_in_aggregates([aggregate], keys):
         if (name, problem) in _reported:
             continue

@@ -4,6 +4,8 @@ parsing names the key; near misses are reported, not guessed; a placement
 client that cannot be built costs the trait source only.
 """
 
+from unittest import mock
+
 import fixtures
 
 from nova import objects
@@ -53,7 +55,29 @@ class AggregateNearMissTest(test.NoDBTestCase):
     def domain(self, metadata):
         state = host('h1')
         state.aggregates = [self.aggregate(metadata)]
+        # as the filter and weigher read it: the request first, then the
+        # host's domain
+        failure_domains.spread_request(
+            request({'nova_ext:spread_level': 'rack'}, group=group()),
+            [state])
         return failure_domains.host_domain(state, 'rack', own_domain=False)
+
+    def test_checked_once_per_request_not_per_host(self):
+        states = [host('h%d' % i) for i in range(3)]
+        shared = self.aggregate({RACK.upper(): 'r1'})
+        for state in states:
+            state.aggregates = [shared]
+        with mock.patch.object(aggregate_keys, 'warn_near_misses') as warn:
+            failure_domains.spread_request(
+                request({'nova_ext:spread_level': 'rack'}, group=group()),
+                states)
+        warn.assert_called_once_with(shared, aggregate_keys.keys_read(
+            failure_domains.CONF))
+
+    def test_not_checked_when_aggregates_are_not_a_source(self):
+        self.flags(failure_domain_sources=['traits'], group='nova_ext')
+        self.domain({RACK.upper(): 'r1'})
+        self.assertNotIn('rack-r1', self.stdlog.logger.output)
 
     def test_key_differing_by_case_or_spaces_is_reported(self):
         for key in ('Nova_Ext:failure_domain:rack', RACK + ' ',
