@@ -68,8 +68,8 @@ def keys_read(conf):
     return list(_keys_for_levels(tuple(conf.nova_ext.failure_domain_levels)))
 
 
-# The scheduler checks every aggregate of every candidate host per spread
-# request: the key lists are built once per configuration, not per call.
+# The scheduler checks the candidates' aggregates on every spread request:
+# the key lists are built once per configuration, not per check.
 @functools.lru_cache(maxsize=8)
 def _keys_for_levels(levels):
     return tuple([failure_domain_key(level) for level in levels]
@@ -170,7 +170,7 @@ def warn_near_misses(aggregate, keys=None):
     :func:`keys_read` of nova.conf) once per process.
     """
     if keys is None:
-        keys = _keys_for_levels(tuple(CONF.nova_ext.failure_domain_levels))
+        keys = keys_read(CONF)
     for name, problem in problems_in_aggregates([aggregate], keys):
         if (name, problem) in _reported:
             continue
