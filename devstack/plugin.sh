@@ -142,7 +142,7 @@ function check_nova_ext {
         fi
     fi
     # The upgrade check (doc/source/upgrades.rst): release, Nova internals,
-    # driver shim, nova-ext's tables, quota activation.
+    # driver shim, nova-ext's tables, quota activation, aggregate metadata.
     if ! "$NOVA_BIN_DIR/nova-ext-status" --config-file "$NOVA_CONF" upgrade check; then
         warn $LINENO "nova-ext: nova-ext-status upgrade check found a problem (table above)"
     fi

@@ -40,6 +40,7 @@ from nova.scheduler import utils as scheduler_utils
 from nova import weights as nova_weights
 
 from nova_ext import errors
+from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import failure_domains
 
 CONF = nova.conf.CONF
@@ -341,6 +342,19 @@ def host_name(host_state):
 
 # -- the whole explanation ----------------------------------------------------
 
+def aggregate_problems(host_manager, conf):
+    """The near misses of nova-ext's aggregate metadata keys (``nova_ext:
+    failure_domain:<level>`` for ``[nova_ext] failure_domain_levels``, the
+    weigher multipliers, ``nova_ext:host_class``) in the aggregates
+    ``host_manager`` read, as ``[{"aggregate": ..., "problem": ...}]``.
+    """
+    aggregates = sorted(getattr(host_manager, 'aggs_by_id', {}).items())
+    return [{'aggregate': name, 'problem': problem}
+            for name, problem in aggregate_keys.problems_in_aggregates(
+                [aggregate for _id, aggregate in aggregates],
+                aggregate_keys.keys_read(conf))]
+
+
 def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
     """Everything the scheduler would do with ``spec`` now, as a dict."""
     from oslo_config import cfg
@@ -353,7 +367,10 @@ def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
               'request': describe_request(spec),
               'request_filters': [], 'placement_query': None,
               'candidates': [], 'filters': [], 'hosts': [],
-              'selected': None, 'alternates': [], 'no_valid_host': None}
+              'selected': None, 'alternates': [], 'no_valid_host': None,
+              # before any early return: a misspelled key can be why a
+              # request filter refused the request
+              'aggregate_problems': aggregate_problems(host_manager, conf)}
 
     steps, failure = apply_request_filters(ctxt, spec, host_manager)
     result['request_filters'] = steps
@@ -450,6 +467,10 @@ def write_table(result, out, top=TOP_HOSTS):
     import prettytable
 
     request = result['request']
+    # first, where a long table cannot scroll them away
+    for item in result.get('aggregate_problems', ()):
+        print('WARNING: aggregate %s: %s' % (
+            item['aggregate'], item['problem']), file=out)
     if result['stored_request_spec']:
         print("stored RequestSpec, evaluated against the cloud's current "
               "state", file=out)

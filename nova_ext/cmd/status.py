@@ -20,19 +20,27 @@ check itself crashed). The checks:
   the head migration (``nova-ext-manage db sync``).
 * **Quota activation**: every nova-api and conductor activated the quota
   driver nova.conf names (as ``nova-ext-manage quota check``).
+* **Aggregate metadata**: no host aggregate in the API database has a key
+  nova-ext would ignore (differing from one it reads by case or whitespace,
+  or an unknown ``nova_ext:`` key) or a failure-domain or host-class value
+  with surrounding whitespace (:mod:`nova_ext.scheduler.aggregate_keys`).
 """
 
 import sys
+import textwrap
 
 from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
 from nova_ext import conf as ext_conf
+from nova_ext.scheduler import aggregate_keys
 from nova_ext import upstream
 
 CONF = cfg.CONF
 Code = upgradecheck.Code
 Result = upgradecheck.Result
+# aggregate problems listed in full; the rest are counted
+MAX_AGGREGATE_PROBLEMS = 20
 
 
 class Checks(upgradecheck.UpgradeCommands):
@@ -57,6 +65,16 @@ class Checks(upgradecheck.UpgradeCommands):
         main_db.configure(self.conf)
         api_db.configure(self.conf)
         return super().check()
+
+    def _get_details(self, result):
+        # oslo.upgradecheck wraps the details as one paragraph: a check
+        # listing one problem per line keeps its lines.
+        if result.details is None:
+            return None
+        return '\n'.join(
+            wrapped for line in result.details.splitlines()
+            for wrapped in textwrap.wrap(line, 60, subsequent_indent='  ')
+            or [''])
 
     def _check_nova_release(self):
         major = upstream.nova_major()
@@ -122,12 +140,38 @@ class Checks(upgradecheck.UpgradeCommands):
         return Result(Code.SUCCESS, 'every nova-api and conductor runs %s'
                       % expected)
 
+    def _check_aggregate_metadata(self):
+        """Every aggregate's metadata against the keys nova-ext reads with
+        this nova.conf (``[nova_ext] failure_domain_levels``).
+        """
+        from nova import context as nova_context
+        from nova import objects
+
+        try:
+            aggregates = objects.AggregateList.get_all(
+                nova_context.get_admin_context())
+        except Exception as error:  # noqa: any database error is the answer
+            return Result(Code.FAILURE, 'cannot read the host aggregates: %s'
+                          % _first_line(error))
+        problems = aggregate_keys.problems_in_aggregates(
+            aggregates, aggregate_keys.keys_read(self.conf))
+        if not problems:
+            return Result(Code.SUCCESS, '%d aggregate(s), no key nova-ext '
+                          'would ignore' % len(aggregates))
+        lines = ['aggregate %s: %s' % problem
+                 for problem in problems[:MAX_AGGREGATE_PROBLEMS]]
+        if len(problems) > MAX_AGGREGATE_PROBLEMS:
+            lines.append('and %d more' % (len(problems)
+                                          - MAX_AGGREGATE_PROBLEMS))
+        return Result(Code.WARNING, '\n'.join(lines))
+
     _upgrade_checks = (
         ('Nova release', _check_nova_release),
         ('Nova internals', _check_nova_internals),
         ('Libvirt driver shim', _check_driver_shim),
         ('nova-ext database', _check_database),
         ('Quota activation', _check_quota_activation),
+        ('Aggregate metadata', _check_aggregate_metadata),
     )
 
 

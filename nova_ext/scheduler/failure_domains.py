@@ -40,7 +40,7 @@ CONF = cfg.CONF
 ext_conf.register_opts(CONF)
 LOG = logging.getLogger(__name__)
 
-AGGREGATE_KEY_PREFIX = 'nova_ext:failure_domain:'
+AGGREGATE_KEY_PREFIX = aggregate_keys.FAILURE_DOMAIN_PREFIX
 TRAIT_PREFIX = 'CUSTOM_NOVA_EXT_FD_'
 SPREAD_LEVEL = 'nova_ext:spread_level'
 SPREAD_MAX_PER_DOMAIN = 'nova_ext:spread_max_per_domain'
@@ -116,7 +116,6 @@ def host_domain(host_state, level, own_domain=None, trait_domains=None,
     key = AGGREGATE_KEY_PREFIX + level
     found = NO_DOMAIN
     for aggregate in host_state.aggregates if use_aggregates else ():
-        aggregate_keys.warn_near_misses(aggregate, key)
         domain = aggregate.metadata.get(key)
         if domain is None or domain == found:
             continue
@@ -142,6 +141,21 @@ def host_domain(host_state, level, own_domain=None, trait_domains=None,
     if own_domain:
         return 'host:' + host_state.host
     return NO_DOMAIN
+
+
+def warn_near_misses(host_states):
+    """Log what nova-ext would ignore in the aggregates of ``host_states``
+    (:func:`aggregate_keys.warn_near_misses`, keys from ``[nova_ext]
+    failure_domain_levels``), each aggregate checked once: once per request
+    rather than per host and level, which the scheduler would feel.
+    """
+    keys = aggregate_keys.keys_read(CONF)
+    checked = set()
+    for host_state in host_states:
+        for aggregate in host_state.aggregates:
+            if id(aggregate) not in checked:
+                checked.add(id(aggregate))
+                aggregate_keys.warn_near_misses(aggregate, keys)
 
 
 def _members_per_host(group, instance_uuid, host_states):
@@ -258,6 +272,8 @@ def spread_request(spec_obj, host_states, default_level=None):
 
     own_domain = CONF.nova_ext.hosts_without_failure_domain == 'host'
     use_aggregates = 'aggregates' in CONF.nova_ext.failure_domain_sources
+    if use_aggregates:
+        warn_near_misses(host_states)
     trait_domains = _trait_domains(level)
     per_host = live_members.per_host(group)
     if per_host is None:

@@ -8,6 +8,7 @@ change nothing in placement or the databases.
 """
 
 import io
+import json
 
 import sqlalchemy
 
@@ -139,6 +140,41 @@ class ExplainTest(base.NovaExtTestCase):
             self.assertIn(message, str(error))
             self.assertTrue(str(error).startswith('explain: '), argv)
             self.assertEqual(1, len(str(error).splitlines()), argv)
+
+    def test_aggregate_key_near_misses_are_reported(self):
+        self.create_aggregate('rack-r3-case', ['host1'],
+                              {'Nova_Ext:failure_domain:rack': 'r3'})
+        self.create_aggregate('rack-r3-typo', ['host2'],
+                              {'nova_ext:failure_domian:rack': 'r3'})
+
+        out = io.StringIO()
+        self.assertEqual(0, explain.run(parse('--flavor', 'm1', '--json'),
+                                        base.cloud.CONF, out=out))
+        result = json.loads(out.getvalue())
+        self.assertEqual([
+            {'aggregate': 'rack-r3-case',
+             'problem': "key 'Nova_Ext:failure_domain:rack' is not "
+                        "'nova_ext:failure_domain:rack' (case or spaces "
+                        "differ); it is ignored"},
+            {'aggregate': 'rack-r3-typo',
+             'problem': "key 'nova_ext:failure_domian:rack' is not read by "
+                        "nova-ext; it is ignored (did you mean "
+                        "'nova_ext:failure_domain:rack'?)"}],
+            result['aggregate_problems'])
+        # the aggregates of setUp, with exact keys, are not mentioned
+        self.assertIsNone(result['no_valid_host'])
+
+        out = io.StringIO()
+        explain.run(parse('--flavor', 'm1'), base.cloud.CONF, out=out)
+        lines = out.getvalue().splitlines()
+        self.assertEqual(
+            ["WARNING: aggregate rack-r3-case: key 'Nova_Ext:failure_domain:"
+             "rack' is not 'nova_ext:failure_domain:rack' (case or spaces "
+             "differ); it is ignored",
+             "WARNING: aggregate rack-r3-typo: key 'nova_ext:failure_domian:"
+             "rack' is not read by nova-ext; it is ignored (did you mean "
+             "'nova_ext:failure_domain:rack'?)"], lines[:2])
+        self.assertTrue(lines[2].startswith('flavor m1:'), lines[2])
 
     # -- read-only proof --------------------------------------------------
 

@@ -59,7 +59,8 @@ class UpgradeCheckTest(test_quota_activation.ActivationCloud):
         self.assertEqual(0, rc, checks)
         self.assertEqual({'Nova release', 'Nova internals',
                           'Libvirt driver shim', 'nova-ext database',
-                          'Quota activation'}, set(checks))
+                          'Quota activation', 'Aggregate metadata'},
+                         set(checks))
 
         # a conductor without the quota driver
         plain = self.write_conf('plain.conf', 'sys-b', plugin=False,

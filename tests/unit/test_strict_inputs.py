@@ -4,11 +4,14 @@ parsing names the key; near misses are reported, not guessed; a placement
 client that cannot be built costs the trait source only.
 """
 
+from unittest import mock
+
 import fixtures
 
 from nova import objects
 from nova import test
 
+from nova_ext import cache
 from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import failure_domains
 from tests.unit.test_failure_domains import group
@@ -44,8 +47,7 @@ class AggregateNearMissTest(test.NoDBTestCase):
 
     def setUp(self):
         super().setUp()
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova_ext.scheduler.aggregate_keys._reported', set()))
+        cache.forget_all()
 
     def aggregate(self, metadata):
         return objects.Aggregate(id=7, name='rack-r1', metadata=metadata)
@@ -53,7 +55,29 @@ class AggregateNearMissTest(test.NoDBTestCase):
     def domain(self, metadata):
         state = host('h1')
         state.aggregates = [self.aggregate(metadata)]
+        # as the filter and weigher read it: the request first, then the
+        # host's domain
+        failure_domains.spread_request(
+            request({'nova_ext:spread_level': 'rack'}, group=group()),
+            [state])
         return failure_domains.host_domain(state, 'rack', own_domain=False)
+
+    def test_checked_once_per_request_not_per_host(self):
+        states = [host('h%d' % i) for i in range(3)]
+        shared = self.aggregate({RACK.upper(): 'r1'})
+        for state in states:
+            state.aggregates = [shared]
+        with mock.patch.object(aggregate_keys, 'warn_near_misses') as warn:
+            failure_domains.spread_request(
+                request({'nova_ext:spread_level': 'rack'}, group=group()),
+                states)
+        warn.assert_called_once_with(shared, aggregate_keys.keys_read(
+            failure_domains.CONF))
+
+    def test_not_checked_when_aggregates_are_not_a_source(self):
+        self.flags(failure_domain_sources=['traits'], group='nova_ext')
+        self.domain({RACK.upper(): 'r1'})
+        self.assertNotIn('rack-r1', self.stdlog.logger.output)
 
     def test_key_differing_by_case_or_spaces_is_reported(self):
         for key in ('Nova_Ext:failure_domain:rack', RACK + ' ',
@@ -76,7 +100,8 @@ class AggregateNearMissTest(test.NoDBTestCase):
     def test_exact_keys_are_quiet(self):
         self.assertEqual('r1', self.domain({RACK: 'r1',
                                             'nova_ext:host_class': 'gpu'}))
-        self.assertEqual([], aggregate_keys.near_misses({RACK: 'r1'}, RACK))
+        self.assertEqual([], aggregate_keys.problems_in_aggregates(
+            [self.aggregate({RACK: 'r1'})], [RACK]))
         self.assertNotIn('rack-r1', self.stdlog.logger.output)
 
 

@@ -24,11 +24,12 @@ from nova import objects
 from nova.scheduler import request_filter
 
 from nova_ext import cache
+from nova_ext.scheduler import aggregate_keys
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
-AGGREGATE_KEY = 'nova_ext:host_class'
+AGGREGATE_KEY = aggregate_keys.HOST_CLASS
 EXTRA_SPEC = 'nova_ext:host_class'
 IMAGE_PROPERTY = 'nova_ext_host_class'
 image_classes = cache.TTLLookup('host_class_image_cache_seconds')

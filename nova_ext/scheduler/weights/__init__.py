@@ -18,6 +18,7 @@ from nova.scheduler import weights
 
 from nova_ext import conf as ext_conf
 from nova_ext import loader
+from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import request_filters
 
 CONF = cfg.CONF
@@ -82,7 +83,8 @@ class PerRequestWeigher(weights.BaseHostWeigher):
 
     def __init__(self):
         super().__init__()
-        self._aggregate_key = 'nova_ext:' + self.multiplier_option
+        self._aggregate_key = aggregate_keys.multiplier_key(
+            self.multiplier_option)
         # Nova calls weight_multiplier() once per host right after
         # weigh_objects(), in the same thread: the configured multiplier is
         # read once per request and kept per thread.

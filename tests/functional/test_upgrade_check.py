@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``nova-ext-status upgrade check``'s "Aggregate metadata" check against
+the aggregates of an embedded cloud, created through the REST API (the
+whole command runs against real databases in
+tests/system/test_upgrade_check.py).
+"""
+
+import contextlib
+import io
+
+from oslo_upgradecheck import upgradecheck
+
+from nova_ext.cmd import status
+from tests.functional import base
+
+
+class AggregateMetadataCheckTest(base.NovaExtTestCase):
+    HOSTS = ['host1']
+
+    def check(self):
+        return status.Checks(base.cloud.CONF)._check_aggregate_metadata()
+
+    def test_near_misses_are_a_warning_naming_each(self):
+        self.create_aggregate('rack-r1', ['host1'],
+                              {'nova_ext:failure_domain:rack': 'r1',
+                               'nova_ext:host_class': 'gpu'})
+        result = self.check()
+        self.assertEqual(upgradecheck.Code.SUCCESS, result.code)
+        self.assertEqual("1 aggregate(s), no key nova-ext would ignore",
+                         result.details)
+
+        self.create_aggregate('rack-r2', [],
+                              {'Nova_Ext:failure_domain:rack': 'r2'})
+        self.create_aggregate('rack-r3', [],
+                              {'nova_ext:failure_domian:rack': 'r3',
+                               'nova_ext:failure_domain:row': 'b '})
+        result = self.check()
+        self.assertEqual(upgradecheck.Code.WARNING, result.code)
+        self.assertEqual([
+            "aggregate rack-r2: key 'Nova_Ext:failure_domain:rack' is not "
+            "'nova_ext:failure_domain:rack' (case or spaces differ); it is "
+            "ignored",
+            "aggregate rack-r3: nova_ext:failure_domain:row='b ' has "
+            "surrounding whitespace: a domain of its own, not 'b'",
+            "aggregate rack-r3: key 'nova_ext:failure_domian:rack' is not "
+            "read by nova-ext; it is ignored (did you mean "
+            "'nova_ext:failure_domain:rack'?)"],
+            result.details.splitlines())
+
+    def test_many_problems_are_counted_and_keep_their_lines(self):
+        self.create_aggregate('noisy', [], {
+            'nova_ext:unknown_%02d' % i: 'x' for i in range(25)})
+        result = self.check()
+        lines = result.details.splitlines()
+        self.assertEqual(21, len(lines))
+        self.assertIn("'nova_ext:unknown_19'", lines[19])
+        self.assertEqual('and 5 more', lines[20])
+
+        # The table oslo.upgradecheck prints, every check run (Checks.check
+        # would point Nova's database layer at nova.conf's databases, not
+        # at this cloud's): one problem per line, wrapped.
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = upgradecheck.UpgradeCommands.check(
+                status.Checks(base.cloud.CONF))
+        self.assertEqual(upgradecheck.Code.WARNING, code)
+        table = [line.strip('| ') for line in out.getvalue().splitlines()]
+        self.assertEqual(table.index('Check: Aggregate metadata') + 1,
+                         table.index('Result: Warning'))
+        self.assertIn("Details: aggregate noisy: key 'nova_ext:unknown_00' "
+                      "is not read by", table)
+        self.assertIn('nova-ext; it is ignored', table)
+        self.assertEqual('and 5 more', table[-2])
