@@ -39,7 +39,9 @@ run_genconfig() {
 
 run_releasenotes() {
     echo "== release notes: reno lint"
-    reno lint >/dev/null
+    local out
+    # reno lists every note it scans: shown only when lint fails
+    out=$(reno lint 2>&1) || { echo "$out"; return 1; }
 }
 
 # Each release keeps its own stestr repository, so that the two can run at
