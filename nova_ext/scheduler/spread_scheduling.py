@@ -57,6 +57,55 @@ class CoordinationUnavailable(Exception):
     """The coordination backend cannot be reached."""
 
 
+class LocalLocks(object):
+    """One in-process lock per server group, kept only while a thread holds
+    it or waits for it: a scheduler sees every spread group created in its
+    lifetime, and remembering one lock for each would grow without bound.
+    Waits are bounded by the caller (``[nova_ext] spread_lock_timeout``).
+    """
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        # {group uuid: [lock, threads holding or waiting for it]}
+        self._entries = {}
+
+    def acquire(self, group_uuid, timeout):
+        """True once this thread holds the group's lock; False after
+        ``timeout`` seconds.
+        """
+        with self._guard:
+            entry = self._entries.get(group_uuid)
+            if entry is None:
+                entry = self._entries[group_uuid] = [threading.Lock(), 0]
+            # counted before waiting, so that no release drops the entry
+            # while this thread is about to wait on its lock
+            entry[1] += 1
+        acquired = False
+        try:
+            acquired = entry[0].acquire(timeout=timeout)
+        finally:
+            if not acquired:
+                with self._guard:
+                    self._forget(group_uuid, entry)
+        return acquired
+
+    def release(self, group_uuid):
+        with self._guard:
+            entry = self._entries[group_uuid]
+            entry[0].release()
+            self._forget(group_uuid, entry)
+
+    def _forget(self, group_uuid, entry):
+        entry[1] -= 1
+        if not entry[1]:
+            del self._entries[group_uuid]
+
+    def __len__(self):
+        """Groups with a lock held or awaited in this process."""
+        with self._guard:
+            return len(self._entries)
+
+
 class Coordination(object):
     """One tooz coordinator per process, started on first use; after a
     failure it is left alone for ``spread_coordination_retry_seconds``.
@@ -68,11 +117,7 @@ class Coordination(object):
         self._failed_until = 0.0
         self._last_error = None
         self._guard = threading.Lock()
-        self._local_locks = collections.defaultdict(threading.Lock)
-
-    def local_lock(self, group_uuid):
-        with self._guard:
-            return self._local_locks[group_uuid]
+        self.local_locks = LocalLocks()
 
     def _started(self):
         with self._guard:
@@ -288,8 +333,8 @@ def _scheduled_with_spread(scheduler, context, spec_obj, instance_uuids,
         return _explained(call)
     timeout = CONF.nova_ext.spread_lock_timeout
     started = time.monotonic()
-    local = _coordination.local_lock(group.uuid)
-    if not local.acquire(timeout=timeout):
+    local_locks = _coordination.local_locks
+    if not local_locks.acquire(group.uuid, timeout):
         _refuse('timed out after %ds waiting for the spread lock of server '
                 'group %s (%s)' % (timeout, group.name, group.uuid))
     try:
@@ -315,7 +360,7 @@ def _scheduled_with_spread(scheduler, context, spec_obj, instance_uuids,
         finally:
             _coordination.release(lock)
     finally:
-        local.release()
+        local_locks.release(group.uuid)
 
 
 def _counted_and_scheduled(scheduler, context, spec_obj, instance_uuids,

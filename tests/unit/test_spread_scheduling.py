@@ -5,6 +5,7 @@ backend fails (the lock itself on MariaDB and Redis: tests/system).
 
 import os
 import threading
+import time
 
 import fixtures
 from oslo_config import fixture as config_fixture
@@ -92,10 +93,87 @@ class CoordinationTest(testtools.TestCase):
                                    self.coordination.acquire, 'g', 1)
         self.assertEqual(str(first), str(second))
 
-    def test_local_lock_is_one_per_group(self):
-        self.assertIs(self.coordination.local_lock('a'),
-                      self.coordination.local_lock('a'))
-        self.assertIsNot(self.coordination.local_lock('a'),
-                         self.coordination.local_lock('b'))
-        self.assertIsInstance(self.coordination.local_lock('a'),
-                              type(threading.Lock()))
+
+class LocalLocksTest(testtools.TestCase):
+    """Real threads on one LocalLocks; the entry of a group must be gone
+    once nobody holds or waits on it.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.locks = spread_scheduling.LocalLocks()
+
+    def _in_thread(self, function, *args):
+        thread = threading.Thread(target=function, args=args, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        return thread
+
+    def test_excludes_within_a_group_not_across_groups(self):
+        self.assertTrue(self.locks.acquire('a', 1))
+        results = {}
+        self._in_thread(lambda: results.update(
+            a=self.locks.acquire('a', 0.1),
+            b=self.locks.acquire('b', 0.1))).join(10)
+        self.assertEqual({'a': False, 'b': True}, results)
+        self.locks.release('b')
+        self.locks.release('a')
+        self.assertEqual(0, len(self.locks))
+
+    def test_concurrent_holders_and_a_timed_out_waiter_leave_nothing(self):
+        holding = threading.Event()
+        let_go = threading.Event()
+        acquired, inside, most_inside = [], [0], [0]
+        counter_guard = threading.Lock()
+
+        def holder():
+            acquired.append(self.locks.acquire('g', 10))
+            holding.set()
+            let_go.wait(10)
+            self.locks.release('g')
+
+        def member():
+            got = self.locks.acquire('g', 10)
+            acquired.append(got)
+            if not got:
+                return
+            with counter_guard:
+                inside[0] += 1
+                most_inside[0] = max(most_inside[0], inside[0])
+            time.sleep(0.005)
+            with counter_guard:
+                inside[0] -= 1
+            self.locks.release('g')
+
+        threads = [self._in_thread(holder)]
+        self.assertTrue(holding.wait(10))
+        threads += [self._in_thread(member) for _ in range(4)]
+        # a waiter that gives up while the group is held and others wait
+        gave_up = []
+        self._in_thread(lambda: gave_up.append(
+            self.locks.acquire('g', 0.05))).join(10)
+        self.assertEqual([False], gave_up)
+        self.assertEqual(1, len(self.locks))
+        let_go.set()
+        # and members arriving while earlier ones hold the lock
+        threads += [self._in_thread(member) for _ in range(4)]
+        for thread in threads:
+            thread.join(10)
+            self.assertFalse(thread.is_alive())
+        self.assertEqual([True] * 9, acquired)
+        self.assertEqual(1, most_inside[0])
+        self.assertEqual(0, len(self.locks))
+
+    def test_many_groups_over_time_leave_nothing(self):
+        acquired = []
+
+        def groups(offset):
+            for i in range(2000):
+                uuid = 'group-%d-%d' % (offset, i)
+                acquired.append(self.locks.acquire(uuid, 1))
+                self.locks.release(uuid)
+
+        for thread in [self._in_thread(groups, n) for n in range(4)]:
+            thread.join(30)
+        self.assertEqual([True] * 8000, acquired)
+        self.assertEqual(0, len(self.locks))
