@@ -25,6 +25,7 @@ no spread passes through unchanged.
 """
 
 import collections
+import functools
 import os
 import tempfile
 import threading
@@ -34,6 +35,7 @@ import urllib.parse
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging as messaging
+import tenacity
 
 from nova import exception
 from nova import objects
@@ -145,18 +147,38 @@ class Coordination(object):
         raise CoordinationUnavailable(self._last_error)
 
     def acquire(self, group_uuid, timeout):
-        """The group's backend lock, acquired; None when ``timeout`` passed.
+        """The group's backend lock, acquired; None when ``timeout`` passed
+        (``[nova_ext] spread_lock_timeout`` less the time already waited).
         Raises CoordinationUnavailable.
+
+        The backend gets ``ACQUIRE_MARGIN`` seconds beyond ``timeout`` to
+        answer: a driver blocked on a hung connection is abandoned then,
+        and a lock it obtains after that is released as soon as it comes.
         """
         coordinator = self._started()
         lock = coordinator.get_lock((LOCK_PREFIX + group_uuid).encode())
         try:
-            if lock.acquire(blocking=timeout):
+            if _bounded(lock.acquire, timeout + ACQUIRE_MARGIN,
+                        late=functools.partial(self._release_late, lock),
+                        blocking=timeout):
                 return lock
+            return None
+        except (NoAnswer, tenacity.RetryError) as error:
+            # tooz's SQL drivers raise RetryError rather than return False
+            # when the lock stays held: the group is busy, the backend fine
+            LOG.warning("nova-ext: no spread lock for server group %s "
+                        "within %.1fs: %s", group_uuid, timeout,
+                        error if isinstance(error, NoAnswer) else 'held')
             return None
         except Exception as error:
             with self._guard:
                 self._failed(self._url, error)
+
+    def _release_late(self, lock, acquired):
+        if acquired:
+            LOG.warning("nova-ext: spread lock %s was granted after its "
+                        "request gave up; releasing it", lock.name)
+            self.release(lock)
 
     def release(self, lock):
         try:
@@ -174,13 +196,27 @@ _coordination = Coordination()
 # waiting for this scheduler: give up on starting well before that.
 START_TIMEOUT = 5
 
+# A healthy backend answers a lock request within its blocking timeout plus
+# one round trip; one that has not after this much more is stalled (a hung
+# TCP connection blocks a driver far beyond its timeout).
+ACQUIRE_MARGIN = 1
 
-def _bounded(function, timeout, **kwargs):
-    """``function(**kwargs)`` in a helper thread; TimeoutError after
-    ``timeout`` seconds (the thread is left to finish on its own).
+
+class NoAnswer(TimeoutError):
+    """A call to the coordination backend did not return in time."""
+
+
+def _bounded(function, timeout, late=None, **kwargs):
+    """``function(**kwargs)`` in a helper thread; NoAnswer after
+    ``timeout`` seconds. The thread is left to finish on its own; if
+    ``function`` then returns, ``late(result)`` runs in it, to undo what
+    nobody waits for any more.
     """
     outcome = {}
     done = threading.Event()
+    # decides whether the result goes to the caller or to ``late``, even
+    # when the call returns just as the caller stops waiting
+    handover = threading.Lock()
 
     def run():
         try:
@@ -188,12 +224,23 @@ def _bounded(function, timeout, **kwargs):
         except Exception as error:  # noqa: handed to the caller
             outcome['error'] = error
         finally:
-            done.set()
+            with handover:
+                done.set()
+                abandoned = outcome.get('abandoned', False)
+        if abandoned and late is not None and 'result' in outcome:
+            try:
+                late(outcome['result'])
+            except Exception:
+                LOG.exception("nova-ext: cleaning up after %s answered "
+                              "late failed", function)
 
     threading.Thread(target=run, daemon=True,
                      name='nova-ext-coordination').start()
     if not done.wait(timeout):
-        raise TimeoutError('no answer within %ds' % timeout)
+        with handover:
+            if not done.is_set():
+                outcome['abandoned'] = True
+                raise NoAnswer('no answer within %.1fs' % timeout)
     if 'error' in outcome:
         raise outcome['error']
     return outcome.get('result')
@@ -339,8 +386,12 @@ def _scheduled_with_spread(scheduler, context, spec_obj, instance_uuids,
                 'group %s (%s)' % (timeout, group.name, group.uuid))
     try:
         try:
+            # whole seconds: tooz's SQL drivers wait int(timeout) on the
+            # server and then try again until the fraction has passed too,
+            # up to twice as long as asked
             lock = _coordination.acquire(
-                group.uuid, max(1, timeout - (time.monotonic() - started)))
+                group.uuid,
+                max(1, int(timeout - (time.monotonic() - started))))
         except CoordinationUnavailable as error:
             if CONF.nova_ext.spread_coordination_unavailable == 'refuse':
                 _refuse('%s; server group %s (%s) is not scheduled without '
