@@ -163,12 +163,14 @@ class Coordination(object):
                         blocking=timeout):
                 return lock
             return None
-        except (NoAnswer, tenacity.RetryError) as error:
-            # tooz's SQL drivers raise RetryError rather than return False
-            # when the lock stays held: the group is busy, the backend fine
-            LOG.warning("nova-ext: no spread lock for server group %s "
-                        "within %.1fs: %s", group_uuid, timeout,
-                        error if isinstance(error, NoAnswer) else 'held')
+        except NoAnswer as error:
+            LOG.warning("nova-ext: the coordination backend did not answer "
+                        "the spread lock request of server group %s: %s",
+                        group_uuid, error)
+            return None
+        except tenacity.RetryError:
+            # tooz's SQL drivers raise it rather than return False when the
+            # lock stays held: the group is busy, the backend is fine
             return None
         except Exception as error:
             with self._guard:
@@ -386,9 +388,9 @@ def _scheduled_with_spread(scheduler, context, spec_obj, instance_uuids,
                 'group %s (%s)' % (timeout, group.name, group.uuid))
     try:
         try:
-            # whole seconds: tooz's SQL drivers wait int(timeout) on the
-            # server and then try again until the fraction has passed too,
-            # up to twice as long as asked
+            # whole seconds: tooz's MySQL driver waits int(timeout) on the
+            # server and then tries again until the fraction has passed
+            # too, up to twice as long as asked
             lock = _coordination.acquire(
                 group.uuid,
                 max(1, int(timeout - (time.monotonic() - started))))
