@@ -25,6 +25,7 @@ no spread passes through unchanged.
 """
 
 import collections
+import functools
 import os
 import tempfile
 import threading
@@ -34,6 +35,7 @@ import urllib.parse
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging as messaging
+import tenacity
 
 from nova import exception
 from nova import objects
@@ -57,6 +59,55 @@ class CoordinationUnavailable(Exception):
     """The coordination backend cannot be reached."""
 
 
+class LocalLocks(object):
+    """One in-process lock per server group, kept only while a thread holds
+    it or waits for it: a scheduler sees every spread group created in its
+    lifetime, and remembering one lock for each would grow without bound.
+    Waits are bounded by the caller (``[nova_ext] spread_lock_timeout``).
+    """
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        # {group uuid: [lock, threads holding or waiting for it]}
+        self._entries = {}
+
+    def acquire(self, group_uuid, timeout):
+        """True once this thread holds the group's lock; False after
+        ``timeout`` seconds.
+        """
+        with self._guard:
+            entry = self._entries.get(group_uuid)
+            if entry is None:
+                entry = self._entries[group_uuid] = [threading.Lock(), 0]
+            # counted before waiting, so that no release drops the entry
+            # while this thread is about to wait on its lock
+            entry[1] += 1
+        acquired = False
+        try:
+            acquired = entry[0].acquire(timeout=timeout)
+        finally:
+            if not acquired:
+                with self._guard:
+                    self._forget(group_uuid, entry)
+        return acquired
+
+    def release(self, group_uuid):
+        with self._guard:
+            entry = self._entries[group_uuid]
+            entry[0].release()
+            self._forget(group_uuid, entry)
+
+    def _forget(self, group_uuid, entry):
+        entry[1] -= 1
+        if not entry[1]:
+            del self._entries[group_uuid]
+
+    def __len__(self):
+        """Groups with a lock held or awaited in this process."""
+        with self._guard:
+            return len(self._entries)
+
+
 class Coordination(object):
     """One tooz coordinator per process, started on first use; after a
     failure it is left alone for ``spread_coordination_retry_seconds``.
@@ -68,11 +119,7 @@ class Coordination(object):
         self._failed_until = 0.0
         self._last_error = None
         self._guard = threading.Lock()
-        self._local_locks = collections.defaultdict(threading.Lock)
-
-    def local_lock(self, group_uuid):
-        with self._guard:
-            return self._local_locks[group_uuid]
+        self.local_locks = LocalLocks()
 
     def _started(self):
         with self._guard:
@@ -100,18 +147,40 @@ class Coordination(object):
         raise CoordinationUnavailable(self._last_error)
 
     def acquire(self, group_uuid, timeout):
-        """The group's backend lock, acquired; None when ``timeout`` passed.
+        """The group's backend lock, acquired; None when ``timeout`` passed
+        (``[nova_ext] spread_lock_timeout`` less the time already waited).
         Raises CoordinationUnavailable.
+
+        The backend gets ``ACQUIRE_MARGIN`` seconds beyond ``timeout`` to
+        answer: a driver blocked on a hung connection is abandoned then,
+        and a lock it obtains after that is released as soon as it comes.
         """
         coordinator = self._started()
         lock = coordinator.get_lock((LOCK_PREFIX + group_uuid).encode())
         try:
-            if lock.acquire(blocking=timeout):
+            if _bounded(lock.acquire, timeout + ACQUIRE_MARGIN,
+                        late=functools.partial(self._release_late, lock),
+                        blocking=timeout):
                 return lock
+            return None
+        except NoAnswer as error:
+            LOG.warning("nova-ext: the coordination backend did not answer "
+                        "the spread lock request of server group %s: %s",
+                        group_uuid, error)
+            return None
+        except tenacity.RetryError:
+            # tooz's SQL drivers raise it rather than return False when the
+            # lock stays held: the group is busy, the backend is fine
             return None
         except Exception as error:
             with self._guard:
                 self._failed(self._url, error)
+
+    def _release_late(self, lock, acquired):
+        if acquired:
+            LOG.warning("nova-ext: spread lock %s was granted after its "
+                        "request gave up; releasing it", lock.name)
+            self.release(lock)
 
     def release(self, lock):
         try:
@@ -129,13 +198,27 @@ _coordination = Coordination()
 # waiting for this scheduler: give up on starting well before that.
 START_TIMEOUT = 5
 
+# A healthy backend answers a lock request within its blocking timeout plus
+# one round trip; one that has not after this much more is stalled (a hung
+# TCP connection blocks a driver far beyond its timeout).
+ACQUIRE_MARGIN = 1
 
-def _bounded(function, timeout, **kwargs):
-    """``function(**kwargs)`` in a helper thread; TimeoutError after
-    ``timeout`` seconds (the thread is left to finish on its own).
+
+class NoAnswer(TimeoutError):
+    """A call to the coordination backend did not return in time."""
+
+
+def _bounded(function, timeout, late=None, **kwargs):
+    """``function(**kwargs)`` in a helper thread; NoAnswer after
+    ``timeout`` seconds. The thread is left to finish on its own; if
+    ``function`` then returns, ``late(result)`` runs in it, to undo what
+    nobody waits for any more.
     """
     outcome = {}
     done = threading.Event()
+    # decides whether the result goes to the caller or to ``late``, even
+    # when the call returns just as the caller stops waiting
+    handover = threading.Lock()
 
     def run():
         try:
@@ -143,12 +226,23 @@ def _bounded(function, timeout, **kwargs):
         except Exception as error:  # noqa: handed to the caller
             outcome['error'] = error
         finally:
-            done.set()
+            with handover:
+                done.set()
+                abandoned = outcome.get('abandoned', False)
+        if abandoned and late is not None and 'result' in outcome:
+            try:
+                late(outcome['result'])
+            except Exception:
+                LOG.exception("nova-ext: cleaning up after %s answered "
+                              "late failed", function)
 
     threading.Thread(target=run, daemon=True,
                      name='nova-ext-coordination').start()
     if not done.wait(timeout):
-        raise TimeoutError('no answer within %ds' % timeout)
+        with handover:
+            if not done.is_set():
+                outcome['abandoned'] = True
+                raise NoAnswer('no answer within %.1fs' % timeout)
     if 'error' in outcome:
         raise outcome['error']
     return outcome.get('result')
@@ -288,14 +382,18 @@ def _scheduled_with_spread(scheduler, context, spec_obj, instance_uuids,
         return _explained(call)
     timeout = CONF.nova_ext.spread_lock_timeout
     started = time.monotonic()
-    local = _coordination.local_lock(group.uuid)
-    if not local.acquire(timeout=timeout):
+    local_locks = _coordination.local_locks
+    if not local_locks.acquire(group.uuid, timeout):
         _refuse('timed out after %ds waiting for the spread lock of server '
                 'group %s (%s)' % (timeout, group.name, group.uuid))
     try:
         try:
+            # whole seconds: tooz's MySQL driver waits int(timeout) on the
+            # server and then tries again until the fraction has passed
+            # too, up to twice as long as asked
             lock = _coordination.acquire(
-                group.uuid, max(1, timeout - (time.monotonic() - started)))
+                group.uuid,
+                max(1, int(timeout - (time.monotonic() - started))))
         except CoordinationUnavailable as error:
             if CONF.nova_ext.spread_coordination_unavailable == 'refuse':
                 _refuse('%s; server group %s (%s) is not scheduled without '
@@ -315,7 +413,7 @@ def _scheduled_with_spread(scheduler, context, spec_obj, instance_uuids,
         finally:
             _coordination.release(lock)
     finally:
-        local.release()
+        local_locks.release(group.uuid)
 
 
 def _counted_and_scheduled(scheduler, context, spec_obj, instance_uuids,

@@ -1,14 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The spread lock: which backend it uses, and how it behaves when the
-backend fails (the lock itself on MariaDB and Redis: tests/system).
+"""The spread lock: which backend it uses, how it behaves when the backend
+fails or stalls, and that its in-process locks do not pile up (the lock
+itself on MariaDB and Redis: tests/system).
 """
 
 import os
 import threading
+import time
 
 import fixtures
 from oslo_config import fixture as config_fixture
+from oslo_utils.fixture import uuidsentinel as uuids
+import tenacity
 import testtools
+
+from nova import exception
+from nova import objects
+from nova import test
 
 from nova_ext.scheduler import spread_scheduling
 
@@ -92,10 +100,212 @@ class CoordinationTest(testtools.TestCase):
                                    self.coordination.acquire, 'g', 1)
         self.assertEqual(str(first), str(second))
 
-    def test_local_lock_is_one_per_group(self):
-        self.assertIs(self.coordination.local_lock('a'),
-                      self.coordination.local_lock('a'))
-        self.assertIsNot(self.coordination.local_lock('a'),
-                         self.coordination.local_lock('b'))
-        self.assertIsInstance(self.coordination.local_lock('a'),
-                              type(threading.Lock()))
+
+class LocalLocksTest(testtools.TestCase):
+    """Real threads on one LocalLocks; the entry of a group must be gone
+    once nobody holds or waits on it.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.locks = spread_scheduling.LocalLocks()
+
+    def _in_thread(self, function, *args):
+        thread = threading.Thread(target=function, args=args, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        return thread
+
+    def test_excludes_within_a_group_not_across_groups(self):
+        self.assertTrue(self.locks.acquire('a', 1))
+        results = {}
+        self._in_thread(lambda: results.update(
+            a=self.locks.acquire('a', 0.1),
+            b=self.locks.acquire('b', 0.1))).join(10)
+        self.assertEqual({'a': False, 'b': True}, results)
+        self.locks.release('b')
+        self.locks.release('a')
+        self.assertEqual(0, len(self.locks))
+
+    def test_concurrent_holders_and_a_timed_out_waiter_leave_nothing(self):
+        holding = threading.Event()
+        let_go = threading.Event()
+        acquired, inside, most_inside = [], [0], [0]
+        counter_guard = threading.Lock()
+
+        def holder():
+            acquired.append(self.locks.acquire('g', 10))
+            holding.set()
+            let_go.wait(10)
+            self.locks.release('g')
+
+        def member():
+            got = self.locks.acquire('g', 10)
+            acquired.append(got)
+            if not got:
+                return
+            with counter_guard:
+                inside[0] += 1
+                most_inside[0] = max(most_inside[0], inside[0])
+            time.sleep(0.005)
+            with counter_guard:
+                inside[0] -= 1
+            self.locks.release('g')
+
+        threads = [self._in_thread(holder)]
+        self.assertTrue(holding.wait(10))
+        threads += [self._in_thread(member) for _ in range(4)]
+        # a waiter that gives up while the group is held and others wait
+        gave_up = []
+        self._in_thread(lambda: gave_up.append(
+            self.locks.acquire('g', 0.05))).join(10)
+        self.assertEqual([False], gave_up)
+        self.assertEqual(1, len(self.locks))
+        let_go.set()
+        # and members arriving while earlier ones hold the lock
+        threads += [self._in_thread(member) for _ in range(4)]
+        for thread in threads:
+            thread.join(10)
+            self.assertFalse(thread.is_alive())
+        self.assertEqual([True] * 9, acquired)
+        self.assertEqual(1, most_inside[0])
+        self.assertEqual(0, len(self.locks))
+
+    def test_many_groups_over_time_leave_nothing(self):
+        acquired = []
+
+        def groups(offset):
+            for i in range(2000):
+                uuid = 'group-%d-%d' % (offset, i)
+                acquired.append(self.locks.acquire(uuid, 1))
+                self.locks.release(uuid)
+
+        for thread in [self._in_thread(groups, n) for n in range(4)]:
+            thread.join(30)
+        self.assertEqual([True] * 8000, acquired)
+        self.assertEqual(0, len(self.locks))
+
+
+class StalledLock(object):
+    """A tooz lock whose backend answers only when the test says so, as a
+    driver blocked on a hung TCP connection would.
+    """
+
+    name = b'nova-ext-spread-g'
+
+    def __init__(self, grants=True):
+        self.grants = grants
+        self.answer = threading.Event()
+        self.asked = []
+        self.released = threading.Event()
+
+    def acquire(self, blocking=True):
+        self.asked.append(blocking)
+        self.answer.wait(10)
+        if isinstance(self.grants, Exception):
+            raise self.grants
+        return self.grants
+
+    def release(self):
+        self.released.set()
+        return True
+
+
+class FakeBackend(spread_scheduling.Coordination):
+    """A started coordinator whose every lock is ``lock``."""
+
+    def __init__(self, lock):
+        super().__init__()
+        self.lock = lock
+
+    def _started(self):
+        return self
+
+    def get_lock(self, name):
+        return self.lock
+
+
+class BoundedAcquireTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(config_fixture.Config())
+
+    def test_stalled_backend_is_abandoned_and_a_late_grant_released(self):
+        lock = StalledLock()
+        started = time.monotonic()
+        self.assertIsNone(FakeBackend(lock).acquire('g', 0.2))
+        waited = time.monotonic() - started
+        bound = 0.2 + spread_scheduling.ACQUIRE_MARGIN
+        self.assertGreaterEqual(waited, bound - 0.05)
+        self.assertLess(waited, bound + 0.5)
+        # the driver itself was asked to wait only the remaining time
+        self.assertEqual([0.2], lock.asked)
+        self.assertFalse(lock.released.is_set())
+        # the backend finally grants it: nobody waits for it any more
+        lock.answer.set()
+        self.assertTrue(lock.released.wait(10))
+
+    def test_late_refusal_or_error_releases_nothing(self):
+        for grants in (False, RuntimeError('connection reset')):
+            lock = StalledLock(grants)
+            self.assertIsNone(FakeBackend(lock).acquire('g', 0.1))
+            lock.answer.set()
+            self.assertFalse(lock.released.wait(0.3))
+
+    def test_prompt_grant_is_returned_and_kept(self):
+        lock = StalledLock()
+        lock.answer.set()
+        self.assertIs(lock, FakeBackend(lock).acquire('g', 0.2))
+        self.assertFalse(lock.released.wait(0.3))
+
+    def test_held_lock_reported_as_retry_error_is_a_timeout(self):
+        # tooz's mysql and postgresql drivers raise RetryError when the
+        # lock stays held; the backend works and must not be skipped
+        lock = StalledLock(tenacity.RetryError(None))
+        lock.answer.set()
+        backend = FakeBackend(lock)
+        self.assertIsNone(backend.acquire('g', 0.1))
+        lock.grants = True
+        self.assertIs(lock, backend.acquire('g', 0.1))
+
+    def test_backend_error_makes_the_backend_unavailable(self):
+        lock = StalledLock(RuntimeError('connection reset'))
+        lock.answer.set()
+        error = self.assertRaises(spread_scheduling.CoordinationUnavailable,
+                                  FakeBackend(lock).acquire, 'g', 0.1)
+        self.assertIn('connection reset', str(error))
+
+
+class StalledBackendRequestTest(test.NoDBTestCase):
+    """A whole spread request against a stalled backend."""
+
+    def test_request_fails_as_timed_out_and_leaves_no_local_lock(self):
+        self.flags(spread_lock_timeout=2, group='nova_ext')
+        lock = StalledLock()
+        backend = FakeBackend(lock)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.scheduler.spread_scheduling._coordination', backend))
+        spec = objects.RequestSpec(
+            scheduler_hints={'nova_ext:spread_level': ['rack']},
+            flavor=objects.Flavor(extra_specs={}),
+            instance_group=objects.InstanceGroup(
+                uuid=uuids.group, name='web', policy='anti-affinity',
+                hosts=[], members=[]),
+            instance_uuid=uuids.server)
+        scheduled = []
+        started = time.monotonic()
+        error = self.assertRaises(
+            exception.NoValidHost, spread_scheduling._scheduled_with_spread,
+            None, None, spec, [uuids.server], lambda: scheduled.append(1))
+        self.assertLess(time.monotonic() - started,
+                        2 + spread_scheduling.ACQUIRE_MARGIN)
+        # whole seconds (what is left of 2 s): tooz's SQL drivers wait
+        # longer than asked for a fraction
+        self.assertEqual([1], lock.asked)
+        self.assertIn('timed out after 2s waiting for the spread lock of '
+                      'server group web', str(error))
+        self.assertEqual([], scheduled)
+        self.assertEqual(0, len(backend.local_locks))
+        lock.answer.set()
+        self.assertTrue(lock.released.wait(10))
