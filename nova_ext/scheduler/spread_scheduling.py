@@ -120,6 +120,12 @@ class Coordination(object):
         self._last_error = None
         self._guard = threading.Lock()
         self.local_locks = LocalLocks()
+        # {group uuid: tooz lock}, most recently used last. A lock object is
+        # reused rather than made per request: tooz's mysql driver builds a
+        # client (PyMySQL: a TLS context, ~40 ms) per lock object, and only
+        # reconnects on each acquire. One thread at a time uses a group's
+        # object, the holder of its local lock.
+        self._backend_locks = collections.OrderedDict()
 
     def _started(self):
         with self._guard:
@@ -140,6 +146,7 @@ class Coordination(object):
 
     def _failed(self, url, error):
         self._coordinator = None
+        self._backend_locks.clear()
         self._last_error = 'coordination backend %s is unreachable: %s' % (
             redacted(url), error)
         retry = CONF.nova_ext.spread_coordination_retry_seconds
@@ -155,8 +162,7 @@ class Coordination(object):
         answer: a driver blocked on a hung connection is abandoned then,
         and a lock it obtains after that is released as soon as it comes.
         """
-        coordinator = self._started()
-        lock = coordinator.get_lock((LOCK_PREFIX + group_uuid).encode())
+        lock = self._backend_lock(self._started(), group_uuid)
         try:
             if _bounded(lock.acquire, timeout + ACQUIRE_MARGIN,
                         late=functools.partial(self._release_late, lock),
@@ -164,6 +170,9 @@ class Coordination(object):
                 return lock
             return None
         except NoAnswer as error:
+            # the abandoned acquire still runs on this object: the next
+            # request of the group gets a fresh one
+            self._forget_backend_lock(group_uuid, lock)
             LOG.warning("nova-ext: the coordination backend did not answer "
                         "the spread lock request of server group %s: %s",
                         group_uuid, error)
@@ -175,6 +184,22 @@ class Coordination(object):
         except Exception as error:
             with self._guard:
                 self._failed(self._url, error)
+
+    def _backend_lock(self, coordinator, group_uuid):
+        with self._guard:
+            lock = self._backend_locks.pop(group_uuid, None)
+            if lock is None:
+                lock = coordinator.get_lock(
+                    (LOCK_PREFIX + group_uuid).encode())
+            self._backend_locks[group_uuid] = lock
+            while len(self._backend_locks) > BACKEND_LOCKS_KEPT:
+                self._backend_locks.popitem(last=False)
+            return lock
+
+    def _forget_backend_lock(self, group_uuid, lock):
+        with self._guard:
+            if self._backend_locks.get(group_uuid) is lock:
+                del self._backend_locks[group_uuid]
 
     def _release_late(self, lock, acquired):
         if acquired:
@@ -190,6 +215,10 @@ class Coordination(object):
             LOG.warning("nova-ext: releasing spread lock %s failed: %s",
                         lock.name, error)
 
+
+# Backend lock objects kept for reuse (least recently used dropped first):
+# a dropped one holds no lock and no connection between requests.
+BACKEND_LOCKS_KEPT = 256
 
 _coordination = Coordination()
 

@@ -225,6 +225,70 @@ class FakeBackend(spread_scheduling.Coordination):
         return self.lock
 
 
+class NewLockPerName(spread_scheduling.Coordination):
+    """A started coordinator making a fresh StalledLock per get_lock,
+    granted at once when ``prompt``.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.made = []
+        self.prompt = False
+
+    def _started(self):
+        return self
+
+    def get_lock(self, name):
+        lock = StalledLock()
+        if self.prompt:
+            lock.answer.set()
+        self.made.append(lock)
+        return lock
+
+
+class BackendLockReuseTest(testtools.TestCase):
+    """tooz's mysql driver pays for a new client per lock object (PyMySQL
+    builds a TLS context: ~40 ms): a group's object is reused.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config())
+
+    def test_a_groups_lock_object_serves_its_next_requests(self):
+        lock_dir = self.useFixture(fixtures.TempDir()).path
+        self.conf.config(group='nova_ext',
+                         coordination_backend_url='file://' + lock_dir)
+        coordination = spread_scheduling.Coordination()
+        first = coordination.acquire('g1', 1)
+        coordination.release(first)
+        second = coordination.acquire('g1', 1)
+        self.assertIs(first, second)
+        other = coordination.acquire('g2', 1)
+        self.assertIsNot(first, other)
+        coordination.release(second)
+        coordination.release(other)
+
+    def test_an_abandoned_acquire_keeps_its_object_to_itself(self):
+        coordination = NewLockPerName()
+        self.assertIsNone(coordination.acquire('g', 0.1))
+        coordination.prompt = True
+        lock = coordination.acquire('g', 0.1)
+        abandoned, fresh = coordination.made
+        self.assertIs(fresh, lock)
+        abandoned.answer.set()
+        self.assertTrue(abandoned.released.wait(10))
+
+    def test_objects_kept_are_bounded(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.scheduler.spread_scheduling.BACKEND_LOCKS_KEPT', 2))
+        coordination = NewLockPerName()
+        coordination.prompt = True
+        for group in ('g1', 'g2', 'g3'):
+            coordination.release(coordination.acquire(group, 0.1))
+        self.assertEqual(['g2', 'g3'], list(coordination._backend_locks))
+
+
 class BoundedAcquireTest(testtools.TestCase):
 
     def setUp(self):
