@@ -100,7 +100,7 @@ def parse_defaults():
     from nova_ext import conf as ext_conf
 
     ext_conf.register_opts(nova.conf.CONF)
-    if nova.conf.CONF._args is None:
+    if upstream.get('nova.conf.CONF._args') is None:
         nova.conf.CONF([], project='nova', default_config_files=[],
                        default_config_dirs=[])
 
