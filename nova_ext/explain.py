@@ -34,14 +34,13 @@ from nova import exception
 from nova import objects
 from nova.scheduler.client import report
 from nova.scheduler import host_manager as nova_host_manager
-from nova.scheduler import manager as scheduler_manager
-from nova.scheduler import request_filter
 from nova.scheduler import utils as scheduler_utils
 from nova import weights as nova_weights
 
 from nova_ext import errors
 from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import failure_domains
+from nova_ext import upstream
 
 CONF = nova.conf.CONF
 TOP_HOSTS = 10
@@ -224,7 +223,7 @@ def apply_request_filters(ctxt, spec, host_manager):
     """
     steps = []
     _, before = _query(ctxt, spec, host_manager)
-    for pre_filter in request_filter.ALL_REQUEST_FILTERS:
+    for pre_filter in upstream.request_filters():
         name = getattr(pre_filter, 'nova_ext_name', pre_filter.__name__)
         try:
             applied = pre_filter(ctxt, spec)
@@ -418,8 +417,7 @@ def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
                                 'weight': obj.weight,
                                 'weighers': breakdown[host_name(obj.obj)]})
     scheduler = types.SimpleNamespace(host_manager=host_manager)
-    sorted_hosts = scheduler_manager.SchedulerManager._get_sorted_hosts(
-        scheduler, spec, passed, 0)
+    sorted_hosts = upstream.sorted_hosts(scheduler, spec, passed, 0)
     chosen = sorted_hosts[0]
     result['selected'] = host_name(chosen)
     result['random_choice'] = (conf.filter_scheduler.host_subset_size > 1

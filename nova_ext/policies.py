@@ -45,7 +45,7 @@ def list_rules():
 
 def _enforcer():
     nova_policy.init()
-    enforcer = upstream.resolve('nova.policy._ENFORCER')
+    enforcer = upstream.get('nova.policy._ENFORCER')
     with _registering:
         missing = [rule for rule in RULES
                    if rule.name not in enforcer.registered_rules]

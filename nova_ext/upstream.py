@@ -11,6 +11,11 @@ it on every supported release (2026.1 / Nova 33, 2026.2 / Nova 34), and
 ``nova-ext-status upgrade check`` runs it on the operator's installation, so
 a Nova upgrade that moves one of them fails in CI or in the upgrade check
 with the name of what changed, not at the first request in production.
+
+The rest of nova-ext reaches them only through this module: :func:`get` and
+:func:`patch` accept registered paths alone, and the helpers below wrap the
+calls whose shape is an internal too. ``tests/unit/test_upstream.py`` fails
+on a module that names one directly.
 """
 
 import collections
@@ -43,13 +48,18 @@ INTERNALS = (
              'claim: the failure-domain spread lock wraps it '
              '(nova_ext.scheduler.spread_scheduling; Nova\'s RPC decorator '
              'hides the signature)'),
+    Internal('nova.scheduler.manager.SchedulerManager._sentinel', None,
+             'select_destinations\' default spec_obj, which marks a call '
+             'without a RequestSpec: the spread wrapper keeps that default '
+             'and passes such calls to Nova untouched'),
     Internal('nova.scheduler.manager.SchedulerManager._get_sorted_hosts',
              '(self, spec_obj, host_states, index)',
-             'the simulator runs Nova\'s real filter+weigher pass on modeled '
-             'hosts without placement or RPC'),
+             'the simulator and "nova-ext-manage explain" run Nova\'s real '
+             'filter+weigher pass on their hosts without placement or RPC'),
     Internal('nova.scheduler.manager.SchedulerManager._consume_selected_host',
              '(selected_host, spec_obj, instance_uuid=None)',
              'the simulator consumes the chosen host as Nova does'),
+    # Overridden, not patched, by host_manager_without_databases below.
     Internal('nova.scheduler.host_manager.HostManager.refresh_cells_caches',
              '(self)',
              'the simulator\'s HostManager reads the model, not databases'),
@@ -58,6 +68,9 @@ INTERNALS = (
     Internal('nova.scheduler.host_manager.HostManager._init_instance_info',
              '(self, computes_by_cell=None)',
              'as above: instances come from the model'),
+    # Overridden by nova-ext's LibvirtDriver (nova_ext.virt.libvirt.driver):
+    # nova-compute instantiates that subclass, so the override cannot move
+    # here; the test keeps its name out of every other module.
     Internal('nova.virt.libvirt.driver.LibvirtDriver._get_guest_config',
              '(self, instance, network_info, image_meta, disk_info, '
              'rescue=None, block_device_info=None, context=None, mdevs=None, '
@@ -76,7 +89,13 @@ INTERNALS = (
     Internal('oslo_config.cfg.ConfigOpts._get_opt_info', None,
              'the sandbox and the simulator type-check nova.conf fragments '
              'with the registered option, which has no public getter'),
+    Internal('nova.conf.CONF._args', None,
+             'oslo.config cannot tell publicly whether it parsed a command '
+             'line, and parsing again drops every override: the simulator\'s '
+             'commands parse Nova\'s defaults only when nothing did'),
 )
+
+_BY_PATH = {internal.path: internal for internal in INTERNALS}
 
 
 def resolve(path):
@@ -115,3 +134,87 @@ def problems(internals=INTERNALS):
 def nova_major():
     from nova import version
     return int(version.version_string().split('.')[0])
+
+
+def _registered(path):
+    if path not in _BY_PATH:
+        raise KeyError('%s is not in nova_ext.upstream.INTERNALS: register '
+                       'it there, with why no public hook exists' % path)
+    return path
+
+
+def get(path):
+    """The Nova internal at the registered ``path``."""
+    return resolve(_registered(path))
+
+
+def patch(path, replacement):
+    """Put ``replacement`` at the registered ``path``; return what was
+    there, which ``patch(path, original)`` puts back.
+    """
+    owner_path, name = _registered(path).rsplit('.', 1)
+    owner = resolve(owner_path)
+    # A class holds a staticmethod wrapped: restoring the unwrapped function
+    # would turn it into an instance method.
+    if isinstance(owner, type) and name in vars(owner):
+        original = vars(owner)[name]
+    else:
+        original = getattr(owner, name)
+    setattr(owner, name, replacement)
+    return original
+
+
+def request_filters():
+    """Nova's list of placement request pre-filters itself (not a copy)."""
+    return get('nova.scheduler.request_filter.ALL_REQUEST_FILTERS')
+
+
+def sorted_hosts(scheduler, spec_obj, host_states, index):
+    """Nova's filter, weigh and pick pass: ``scheduler`` needs only a
+    ``host_manager``, so no placement or RPC is involved.
+    """
+    return get('nova.scheduler.manager.SchedulerManager._get_sorted_hosts')(
+        scheduler, spec_obj, host_states, index)
+
+
+def consume_selected_host(selected_host, spec_obj, instance_uuid=None):
+    """Nova's claim of ``selected_host``'s resources in its HostState."""
+    return get(
+        'nova.scheduler.manager.SchedulerManager._consume_selected_host')(
+            selected_host, spec_obj, instance_uuid=instance_uuid)
+
+
+def registered_opt(conf, name, group=None):
+    """The Opt registered as ``[group] name`` in ``conf``; raises
+    ``NoSuchOptError`` or ``NoSuchGroupError``.
+    """
+    return get('oslo_config.cfg.ConfigOpts._get_opt_info')(
+        conf, name, group)['opt']
+
+
+def host_manager_without_databases(aggregates):
+    """Nova's HostManager (filters and weighers loaded from nova.conf, its
+    ``get_filtered_hosts`` / ``get_weighed_hosts``) whose start-up reads no
+    database: no cells, no instances, ``aggregates`` as the aggregates.
+    """
+    # Imported when used: nova-ext-status imports this module to name what
+    # moved in Nova, which a failing import at the top would hide.
+    from nova.scheduler import host_manager
+
+    class SimulatedHostManager(host_manager.HostManager):
+        # Overrides, not patches: only this instance reads the model.
+
+        def refresh_cells_caches(self):
+            self.cells = {}
+            self.enabled_cells = {}
+
+        def _init_aggregates(self):
+            for aggregate in aggregates:
+                self.aggs_by_id[aggregate.id] = aggregate
+                for host in aggregate.hosts:
+                    self.host_aggregates_map[host].add(aggregate.id)
+
+        def _init_instance_info(self, computes_by_cell=None):
+            self._instance_info = {}
+
+    return SimulatedHostManager()

@@ -33,6 +33,7 @@ from oslo_log import log as logging
 from stevedore import driver as stevedore_driver
 
 from nova_ext import conf as ext_conf
+from nova_ext import upstream
 
 CONF = cfg.CONF
 ext_conf.register_opts(CONF)
@@ -41,9 +42,11 @@ LOG = logging.getLogger(__name__)
 NAMESPACE = 'nova_ext.quota.drivers'
 NOVA_DB_DRIVER = 'nova.quota.DbQuotaDriver'
 # The engine's test-only override slot (QuotaEngine.__init__ quota_driver).
-_ENGINE_OVERRIDE = '_QuotaEngine__driver_override'
+_ENGINE_DRIVER = 'nova.quota.QUOTAS._QuotaEngine__driver_override'
+_INSTANCES_CHECK = 'nova.compute.utils.check_num_instances_quota'
+_UPSIZE_CHECK = 'nova.compute.api.API._check_quota_for_upsize'
 
-_active = {}  # name, driver, originals
+_active = {}  # name, driver, originals ({path: what Nova had there})
 
 
 class ActivationError(Exception):
@@ -67,28 +70,19 @@ def activate(conf=CONF, binary=None):
             '[nova_ext] quota_driver = %s needs [quota] driver = %s; it is '
             '%s' % (name, NOVA_DB_DRIVER, conf.quota.driver))
 
-    from nova.compute import api as compute_api
-    from nova.compute import utils as compute_utils
-    from nova import quota
-
     manager = stevedore_driver.DriverManager(
         NAMESPACE, name, invoke_on_load=True)
     quota_driver = manager.driver
 
-    originals = {
-        'check_num_instances_quota': compute_utils.check_num_instances_quota,
-        'check_quota_for_upsize': compute_api.API.__dict__[
-            '_check_quota_for_upsize'],
-        'engine_driver': getattr(quota.QUOTAS, _ENGINE_OVERRIDE),
-    }
-    setattr(quota.QUOTAS, _ENGINE_OVERRIDE, quota_driver)
+    originals = {_ENGINE_DRIVER: upstream.patch(_ENGINE_DRIVER, quota_driver)}
     if hasattr(quota_driver, 'check_flavor_instances'):
-        compute_utils.check_num_instances_quota = _with_flavor_check(
-            originals['check_num_instances_quota'], quota_driver)
+        originals[_INSTANCES_CHECK] = upstream.patch(
+            _INSTANCES_CHECK, _with_flavor_check(
+                upstream.get(_INSTANCES_CHECK), quota_driver))
     if hasattr(quota_driver, 'check_flavor_resize'):
-        compute_api.API._check_quota_for_upsize = staticmethod(
-            _with_resize_check(
-                originals['check_quota_for_upsize'].__func__, quota_driver))
+        originals[_UPSIZE_CHECK] = upstream.patch(
+            _UPSIZE_CHECK, staticmethod(_with_resize_check(
+                upstream.get(_UPSIZE_CHECK), quota_driver)))
     _active.update(name=name, driver=quota_driver, originals=originals)
     LOG.info('nova-ext: quota driver active: %(name)s (%(cls)s) in '
              '%(binary)s pid %(pid)d',
@@ -101,16 +95,8 @@ def deactivate():
     """Give Nova its own quota code back (tests and the sandbox)."""
     if not _active:
         return
-    from nova.compute import api as compute_api
-    from nova.compute import utils as compute_utils
-    from nova import quota
-
-    originals = _active['originals']
-    compute_utils.check_num_instances_quota = (
-        originals['check_num_instances_quota'])
-    compute_api.API._check_quota_for_upsize = (
-        originals['check_quota_for_upsize'])
-    setattr(quota.QUOTAS, _ENGINE_OVERRIDE, originals['engine_driver'])
+    for path, original in _active['originals'].items():
+        upstream.patch(path, original)
     _active.clear()
 
 
@@ -135,26 +121,25 @@ def process_host(conf=CONF):
 
 def _with_flavor_check(nova_check, quota_driver):
     @functools.wraps(nova_check)
-    def check_num_instances_quota(context, flavor, min_count, max_count,
-                                  project_id=None, user_id=None,
-                                  orig_num_req=None):
+    def checked(context, flavor, min_count, max_count, project_id=None,
+                user_id=None, orig_num_req=None):
         allowed = nova_check(context, flavor, min_count, max_count,
                              project_id=project_id, user_id=user_id,
                              orig_num_req=orig_num_req)
         return quota_driver.check_flavor_instances(
             context, flavor, min_count, allowed,
             project_id or context.project_id, orig_num_req)
-    return check_num_instances_quota
+    return checked
 
 
 def _with_resize_check(nova_check, quota_driver):
     @functools.wraps(nova_check)
-    def _check_quota_for_upsize(context, instance, current_flavor,
-                                new_flavor, is_bfv, is_revert):
+    def checked(context, instance, current_flavor, new_flavor, is_bfv,
+                is_revert):
         nova_check(context, instance, current_flavor, new_flavor, is_bfv,
                    is_revert)
         # A revert moves the instance back into its old flavor's scope,
         # which others may have filled meanwhile: checked the same way.
         quota_driver.check_flavor_resize(
             context, instance.project_id, current_flavor, new_flavor)
-    return _check_quota_for_upsize
+    return checked

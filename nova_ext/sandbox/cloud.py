@@ -14,7 +14,6 @@ from oslo_config import cfg
 import sqlalchemy
 
 import nova.conf
-from nova.scheduler import request_filter
 from nova import test
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import fixtures as func_fixtures
@@ -25,12 +24,14 @@ from nova_ext import cache
 from nova_ext import conf as ext_conf
 from nova_ext import quota
 from nova_ext.quota import db as quota_db
+from nova_ext import upstream
 
 CONF = nova.conf.CONF
 # In a real service the [nova_ext] options register when Nova imports our
 # plugins; here nova.conf is applied before the scheduler starts.
 ext_conf.register_opts(CONF)
 
+REQUEST_FILTERS = 'nova.scheduler.request_filter.ALL_REQUEST_FILTERS'
 NOVA_DEFAULT_FILTERS = [
     'ComputeFilter', 'ComputeCapabilitiesFilter', 'ImagePropertiesFilter',
     'ServerGroupAntiAffinityFilter', 'ServerGroupAffinityFilter',
@@ -49,8 +50,7 @@ def apply_config_file(conf, path):
     for section, options in sections.items():
         group = None if section == 'DEFAULT' else section
         for name, values in options.items():
-            # oslo.config has no public lookup of an Opt by name.
-            opt = conf._get_opt_info(name, group)["opt"]
+            opt = upstream.registered_opt(conf, name, group)
             if opt.multi:
                 value = [v for v in values]
             else:
@@ -99,9 +99,9 @@ class EmbeddedNova(test.TestCase,
         self.placement = self.placement_fixture.api
         # Each embedded Nova starts like a fresh process: without the
         # request filters an earlier one activated.
-        self.useFixture(nova_fixtures.fixtures.MonkeyPatch(
-            'nova.scheduler.request_filter.ALL_REQUEST_FILTERS',
-            list(request_filter.ALL_REQUEST_FILTERS)))
+        nova_filters = upstream.patch(
+            REQUEST_FILTERS, list(upstream.request_filters()))
+        self.addCleanup(upstream.patch, REQUEST_FILTERS, nova_filters)
         # ... and without what an earlier one remembered
         cache.forget_all()
         self.useFixture(nova_fixtures.CastAsCallFixture(self))

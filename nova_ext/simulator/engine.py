@@ -52,6 +52,7 @@ from oslo_utils import timeutils
 
 from nova_ext import errors
 from nova_ext.simulator import model as sim_model
+from nova_ext import upstream
 
 LOG = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def parse_defaults():
     from nova_ext import conf as ext_conf
 
     ext_conf.register_opts(nova.conf.CONF)
-    if nova.conf.CONF._args is None:
+    if upstream.get('nova.conf.CONF._args') is None:
         nova.conf.CONF([], project='nova', default_config_files=[],
                        default_config_dirs=[])
 
@@ -119,7 +120,7 @@ def apply_fragment(conf, path):
             group = None if section == 'DEFAULT' else section
             for name, values in options.items():
                 try:
-                    opt = conf._get_opt_info(name, group)['opt']
+                    opt = upstream.registered_opt(conf, name, group)
                 except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
                     raise ConfigError('%s: [%s] %s is not a Nova or nova-ext '
                                       'option' % (path, section, name))
@@ -213,34 +214,6 @@ def volume_bound(workload, capacity):
 
 # -- the simulated cloud ------------------------------------------------------
 
-def _host_manager_class():
-    from nova.scheduler import host_manager
-
-    class SimulatedHostManager(host_manager.HostManager):
-        """Nova's HostManager, with the model in place of the databases.
-
-        Only the start-up reads are replaced; filter and weigher loading and
-        ``get_filtered_hosts`` / ``get_weighed_hosts`` are Nova's.
-        """
-
-        aggregates = ()
-
-        def refresh_cells_caches(self):
-            self.cells = {}
-            self.enabled_cells = {}
-
-        def _init_aggregates(self):
-            for aggregate in self.aggregates:
-                self.aggs_by_id[aggregate.id] = aggregate
-                for host in aggregate.hosts:
-                    self.host_aggregates_map[host].add(aggregate.id)
-
-        def _init_instance_info(self, computes_by_cell=None):
-            self._instance_info = {}
-
-    return SimulatedHostManager
-
-
 class Simulation:
     """One cluster model and one workload; :meth:`run` per configuration."""
 
@@ -330,17 +303,15 @@ class Simulation:
     def _run(self, conf, config_path, name, progress, seed):
         from nova import exception
         from nova import objects
-        from nova.scheduler import manager as scheduler_manager
 
         from nova_ext.scheduler import failure_domains
         from nova_ext.scheduler.request_filters import host_class
         from nova_ext.scheduler.weights import image_locality
 
-        hm_class = _host_manager_class()
         aggregates = self._aggregates()
-        hm_class.aggregates = aggregates
         try:
-            host_manager = hm_class()
+            host_manager = upstream.host_manager_without_databases(
+                aggregates)
         except exception.SchedulerHostFilterNotFound as error:
             raise ConfigError('%s: %s' % (config_path, error))
         scheduler = types.SimpleNamespace(host_manager=host_manager)
@@ -395,7 +366,7 @@ class Simulation:
                 conf, config_path, name, progress, host_manager, scheduler,
                 states, capacity, used, instances_on, index_of, allowed,
                 classes, classed, route, isolation, hosts_with_image,
-                image_instances, scheduler_manager, objects, domains)
+                image_instances, objects, domains)
         finally:
             image_locality.use_source(None)
             failure_domains.use_source(None)
@@ -423,8 +394,7 @@ class Simulation:
     def _replay(self, conf, config_path, name, progress, host_manager,
                 scheduler, states, capacity, used, instances_on, index_of,
                 allowed, classes, classed, route, isolation,
-                hosts_with_image, image_instances, scheduler_manager,
-                objects, domains):
+                hosts_with_image, image_instances, objects, domains):
         from nova_ext.scheduler.request_filters import host_class
 
         workload = self.workload
@@ -531,15 +501,14 @@ class Simulation:
             chosen = None
             if candidates:
                 try:
-                    sorted_hosts = (
-                        scheduler_manager.SchedulerManager._get_sorted_hosts(
-                            scheduler, spec, candidates, 0))
+                    sorted_hosts = upstream.sorted_hosts(
+                        scheduler, spec, candidates, 0)
                 except Exception as error:  # a filter's NoValidHost
                     sorted_hosts = []
                     reason = str(error)
                 if sorted_hosts:
                     chosen = sorted_hosts[0]
-                    scheduler_manager.SchedulerManager._consume_selected_host(
+                    upstream.consume_selected_host(
                         chosen, spec, instance_uuid=instance_uuid)
             times.append(time.perf_counter() - start)
 

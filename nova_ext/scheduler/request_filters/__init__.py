@@ -34,9 +34,9 @@ from oslo_log import log as logging
 from stevedore import named
 
 from nova import exception
-from nova.scheduler import request_filter as nova_request_filter
 
 from nova_ext import conf as ext_conf
+from nova_ext import upstream
 
 CONF = cfg.CONF
 ext_conf.register_opts(CONF)
@@ -89,7 +89,7 @@ def activate():
     Nova's list, once; return their names.
     """
     with _lock:
-        active = nova_request_filter.ALL_REQUEST_FILTERS
+        active = upstream.request_filters()
         already = [getattr(f, 'nova_ext_name', None) for f in active]
         names = [n for n in CONF.nova_ext.request_filters
                  if n not in already]
