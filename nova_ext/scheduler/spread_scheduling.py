@@ -40,11 +40,11 @@ import tenacity
 from nova import exception
 from nova import objects
 from nova.scheduler.client import report
-from nova.scheduler import manager
 from nova.scheduler import utils as scheduler_utils
 
 from nova_ext import cache
 from nova_ext.scheduler import failure_domains
+from nova_ext import upstream
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -480,6 +480,9 @@ def _explained(call):
         failure_domains.live_members.clear()
 
 
+SELECT_DESTINATIONS = ('nova.scheduler.manager.SchedulerManager.'
+                       'select_destinations')
+SENTINEL = 'nova.scheduler.manager.SchedulerManager._sentinel'
 _original = None
 
 
@@ -488,14 +491,15 @@ def install():
     global _original
     if _original is not None:
         return
-    _original = manager.SchedulerManager.select_destinations
-    original = _original
+    original = _original = upstream.get(SELECT_DESTINATIONS)
+    # the default Nova's RPC signature uses for "spec_obj not given"
+    sentinel = upstream.get(SENTINEL)
 
     @messaging.expected_exceptions(exception.NoValidHost)
-    def select_destinations(self, context, request_spec=None,
-                            filter_properties=None, spec_obj=_sentinel(),
-                            instance_uuids=None, return_objects=False,
-                            return_alternates=False):
+    def spread_locked(self, context, request_spec=None,
+                      filter_properties=None, spec_obj=sentinel,
+                      instance_uuids=None, return_objects=False,
+                      return_alternates=False):
         def call():
             try:
                 return original(
@@ -508,14 +512,10 @@ def install():
                 # Nova's own decorator wrapped a NoValidHost for the RPC
                 # server; ours wraps it again on the way out.
                 raise wrapped.exc_info[1].with_traceback(wrapped.exc_info[2])
-        if spec_obj is manager.SchedulerManager._sentinel:
+        if spec_obj is sentinel:
             return call()
         return _scheduled_with_spread(self, context, spec_obj,
                                       instance_uuids, call)
 
-    select_destinations.__wrapped__ = original
-    manager.SchedulerManager.select_destinations = select_destinations
-
-
-def _sentinel():
-    return manager.SchedulerManager._sentinel
+    spread_locked.__wrapped__ = original
+    upstream.patch(SELECT_DESTINATIONS, spread_locked)

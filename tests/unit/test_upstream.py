@@ -18,9 +18,6 @@ PACKAGE = pathlib.Path(upstream.__file__).parent
 # Modules that may still name internals directly: the names each may use
 # (None: any, and assignments to Nova's modules too).
 EXEMPT = {
-    # Pending: another change is reworking it; it moves to upstream.get and
-    # upstream.patch after that lands, and this entry goes.
-    'scheduler/spread_scheduling.py': None,
     # nova-compute instantiates this subclass: overriding is the hook.
     'virt/libvirt/driver.py': {'_get_guest_config'},
 }
