@@ -590,7 +590,13 @@ class ExplainCommands(Command):
         parser.add_argument('--project', help='project ID of the request')
         parser.add_argument('--az', help='availability zone')
         parser.add_argument('--num', type=int, default=1,
-                            help='number of servers in the request')
+                            help='number of servers in the request (a '
+                                 'multi-create): where each would go')
+        parser.add_argument('--set', dest='assignments', action='append',
+                            default=[], metavar='SECTION.OPTION=VALUE',
+                            help='what if nova.conf said this: explain '
+                                 'again with it and compare; repeat for '
+                                 'several')
         parser.add_argument('--json', action='store_true',
                             help='JSON instead of tables')
 
