@@ -30,7 +30,7 @@ def parse(*argv):
     return manage.build_parser().parse_args(['explain'] + list(argv))
 
 
-class ExplainTest(base.NovaExtTestCase):
+class ExplainTestCase(base.NovaExtTestCase):
     ENABLED_FILTERS = base.NOVA_DEFAULT_FILTERS + [
         'FailureDomainAntiAffinityFilter']
     # Packing at a large multiplier outweighs Nova's spreading RAMWeigher:
@@ -42,8 +42,16 @@ class ExplainTest(base.NovaExtTestCase):
         super().setUp()
         self.flavor = self.create_flavor('m1', vcpu=1, memory_mb=1024)
         self.flavors = {'m1': self.flavor}
-        self.set_failure_domains('rack', {'r1': ['host1', 'host2'],
-                                          'r2': ['host3', 'host4']})
+
+    def add_flavor(self, name, memory_mb):
+        self.flavors[name] = self.create_flavor(name, vcpu=1,
+                                                memory_mb=memory_mb)
+
+    def seed(self, **servers_on):
+        """One server of the named flavor on each host: ``host3='big'``."""
+        for host, flavor in servers_on.items():
+            self.boot('seed-' + host, self.flavors[flavor],
+                      zone='nova:' + host)
 
     def explain(self, *argv):
         return explain.explain_request(parse(*argv))
@@ -82,6 +90,14 @@ class ExplainTest(base.NovaExtTestCase):
         # load enabled_filters and weight_classes again
         self.scheduler_service.manager.host_manager = (
             host_manager.HostManager())
+
+
+class ExplainTest(ExplainTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.set_failure_domains('rack', {'r1': ['host1', 'host2'],
+                                          'r2': ['host3', 'host4']})
 
     def test_explain_names_the_host_the_scheduler_picks(self):
         # host3 gets a first server: packing now prefers it over the others.
@@ -217,16 +233,6 @@ class ExplainTest(base.NovaExtTestCase):
         self.assertTrue(lines[2].startswith('flavor m1:'), lines[2])
 
     # -- what-if --------------------------------------------------------
-
-    def add_flavor(self, name, memory_mb):
-        self.flavors[name] = self.create_flavor(name, vcpu=1,
-                                                memory_mb=memory_mb)
-
-    def seed(self, **servers_on):
-        """One server of the named flavor on each host: ``host3='big'``."""
-        for host, flavor in servers_on.items():
-            self.boot('seed-' + host, self.flavors[flavor],
-                      zone='nova:' + host)
 
     def test_what_if_picks_the_host_the_changed_scheduler_picks(self):
         self.add_flavor('big', 2048)
@@ -437,3 +443,34 @@ class ExplainTest(base.NovaExtTestCase):
                          CONF.filter_scheduler.enabled_filters)
         self.assertEqual([], CONF.nova_ext.request_filters)
         self.assertEqual(request_filters, request_filter.ALL_REQUEST_FILTERS)
+
+
+class ExplainTwoCellsTest(ExplainTestCase):
+    """host1 and host2 in cell1, host3 and host4 in cell2."""
+
+    NUMBER_OF_CELLS = 2
+    HOST_CELLS = {'host1': 'cell1', 'host2': 'cell1',
+                  'host3': 'cell2', 'host4': 'cell2'}
+
+    def test_hosts_of_both_cells_alternates_of_one(self):
+        self.add_flavor('half', 3072)
+        self.add_flavor('small', 512)
+        self.seed(host3='m1', host1='small')
+
+        result = self.explain('--flavor', 'half')
+        self.assertEqual(['host1', 'host2', 'host3', 'host4'],
+                         result['candidates'])
+        self.assertEqual('host3', result['selected'])
+        # [scheduler] max_attempts = 3, but cell2 has one other host
+        self.assertEqual(['host4'], result['alternates'])
+
+        # host3 takes two, the third goes to the other cell
+        result = self.explain('--flavor', 'half', '--num', '3')
+        self.assertEqual(
+            [{'instance': 1, 'host': 'host3', 'alternates': ['host4']},
+             {'instance': 2, 'host': 'host3', 'alternates': ['host4']},
+             {'instance': 3, 'host': 'host1', 'alternates': ['host2']}],
+            result['instances'])
+        servers = self.multi_create('half', self.flavors['half'], 3)
+        self.assertEqual(['host3', 'host3', 'host1'],
+                         [self.host_of(s) for s in servers])
