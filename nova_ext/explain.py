@@ -621,6 +621,9 @@ def parse_overrides(conf, assignments):
     return overrides
 
 
+_NO_OVERRIDE = object()
+
+
 @contextlib.contextmanager
 def overridden(conf, overrides):
     """``overrides`` applied with oslo.config's ``set_override`` for the
@@ -630,8 +633,11 @@ def overridden(conf, overrides):
     earlier = []
     try:
         for group, name, value in overrides:
+            # no public getter of an override: get_location() still says
+            # set_override after clear_override
             info = conf._get_opt_info(name, group)
-            earlier.append((group, name, info.get('override', _NONE)))
+            earlier.append((group, name,
+                            info.get('override', _NO_OVERRIDE)))
             try:
                 conf.set_override(name, value, group=group)
             except (ValueError, cfg.Error) as error:
@@ -641,13 +647,10 @@ def overridden(conf, overrides):
         yield
     finally:
         for group, name, value in reversed(earlier):
-            if value is _NONE:
+            if value is _NO_OVERRIDE:
                 conf.clear_override(name, group=group)
             else:
                 conf.set_override(name, value, group=group)
-
-
-_NONE = object()
 
 
 def shown_overrides(overrides):

@@ -22,8 +22,9 @@
                              [--conf FILE ...] [--seed N] [--arrivals N]
                              [--plot DIR] [--json FILE]
     nova-ext-manage explain (--flavor F [--image I] [--hint K=V ...]
-                             [--group G] [--project P] [--az Z] [--num N]
-                             | --server UUID) [--json]
+                             [--group G] [--project P] [--az Z]
+                             | --server UUID) [--num N]
+                            [--set SECTION.OPTION=VALUE ...] [--json]
 
 ``on``/``off`` add or remove ``[nova_ext] maintenance_trait`` on the compute
 node resource provider named HOST (its hypervisor hostname), keeping every
