@@ -360,29 +360,40 @@ _OPTION_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_-]*')
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
 
 
-def _parse_set(assignment, target='nova'):
-    """(section, option, value) of one ``--set``; checked before any
-    write: a name with spaces or brackets, or a value with a newline,
-    would write lines that mean something else to oslo.config.
+def parse_assignment(assignment, error=None):
+    """(section, option, value) of one ``--set SECTION.OPTION=VALUE``, or
+    ``error`` (default :class:`ConfigureError`) naming what is wrong: a
+    name with spaces or brackets, or a value with a newline, would write
+    lines that mean something else to oslo.config (``configure``), and
+    names no option (``explain --set``).
     """
+    error = error or ConfigureError
     shown = errors.mask_secrets(assignment)
     name, equals, value = assignment.partition('=')
     section, dot, key = name.strip().rpartition('.')
     value = value.strip()
     if not equals or not dot or not section or not key:
-        raise ConfigureError(
+        raise error(
             '--set %r: expected SECTION.OPTION=VALUE, e.g. '
             'nova_ext.bin_packing_weight_multiplier=2.0' % shown)
     if not _SECTION_NAME.fullmatch(section):
-        raise ConfigureError('--set %r: section name %r: letters, digits, '
-                             '_ and - only' % (shown, section))
+        raise error('--set %r: section name %r: letters, digits, '
+                    '_ and - only' % (shown, section))
     if not _OPTION_NAME.fullmatch(key):
-        raise ConfigureError('--set %r: option name %r: letters, digits, '
-                             '_ and - only' % (shown, key))
+        raise error('--set %r: option name %r: letters, digits, '
+                    '_ and - only' % (shown, key))
     if _CONTROL.search(value):
-        raise ConfigureError('--set %s.%s: the value holds a control '
-                             'character (newline, tab, ...); one line of '
-                             'text only' % (section, key))
+        raise error('--set %s.%s: the value holds a control '
+                    'character (newline, tab, ...); one line of '
+                    'text only' % (section, key))
+    return section, key, value
+
+
+def _parse_set(assignment, target='nova'):
+    """(section, option, value) of one ``--set``; checked before any
+    write.
+    """
+    section, key, value = parse_assignment(assignment)
     if target == 'nova' and section == ext_conf.GROUP.name:
         _check_nova_ext_option(key, value)
     return section, key, value

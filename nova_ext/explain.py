@@ -15,15 +15,25 @@ request filters, ``[nova_ext] request_filters``), with Nova's own code:
   weigher as ``BaseWeightHandler`` applies it, and
   ``SchedulerManager._get_sorted_hosts`` for the host Nova would pick.
 
+With ``--num N`` it places the N servers one after the other as
+``SchedulerManager._schedule`` does a multi-create: each selected host is
+claimed (in a model of placement's provider summaries) and consumed
+(``SchedulerManager._consume_selected_host``) before the next pick. With
+``--set SECTION.OPTION=VALUE`` it explains the request twice, the second
+time with those options overridden (oslo.config ``set_override``) and a
+HostManager built under them.
+
 It only reads: no claim, no allocation, nothing saved.
 """
 
 import collections
+import contextlib
 import copy
 import json
 import types
 import urllib.parse
 
+from oslo_config import cfg
 from oslo_db import exception as db_exception
 import oslo_messaging
 from oslo_utils import uuidutils
@@ -37,9 +47,11 @@ from nova.scheduler import host_manager as nova_host_manager
 from nova.scheduler import utils as scheduler_utils
 from nova import weights as nova_weights
 
+from nova_ext import configure
 from nova_ext import errors
 from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler import request_filters as ext_request_filters
 from nova_ext import upstream
 
 CONF = nova.conf.CONF
@@ -273,8 +285,10 @@ def _filter_reason(host_filter, host_state, spec, hosts_before):
         request.max_per_domain)
 
 
-def run_filters(host_manager, hosts, spec):
-    """Nova's get_filtered_hosts with one enabled filter at a time.
+def run_filters(host_manager, hosts, spec, index=0):
+    """Nova's get_filtered_hosts with one enabled filter at a time, for the
+    request's ``index``-th instance (filters with
+    ``run_filter_once_per_request`` run for the first only).
 
     Returns (passed hosts, [(filter name, [(host, reason)], error)]).
     """
@@ -283,7 +297,8 @@ def run_filters(host_manager, hosts, spec):
     try:
         # requested destination, ignore_hosts, force_hosts: no filter
         host_manager.enabled_filters = []
-        passed = list(host_manager.get_filtered_hosts(hosts, spec, 0) or [])
+        passed = list(host_manager.get_filtered_hosts(hosts, spec, index)
+                      or [])
         removed = [host for host in hosts if host not in passed]
         if removed:
             steps.append(('requested destination / forced hosts',
@@ -291,13 +306,13 @@ def run_filters(host_manager, hosts, spec):
         for host_filter in enabled:
             if not passed:
                 break
-            if not host_filter.run_filter_for_index(0):
+            if not host_filter.run_filter_for_index(index):
                 continue
             host_manager.enabled_filters = [host_filter]
             error = None
             try:
                 remaining = list(host_manager.get_filtered_hosts(
-                    passed, spec, 0) or [])
+                    passed, spec, index) or [])
             except exception.NoValidHost as no_valid_host:
                 remaining, error = [], no_valid_host.kwargs.get(
                     'reason') or str(no_valid_host)
@@ -339,6 +354,136 @@ def host_name(host_state):
     return host_state.host
 
 
+def _last_filter_reason(filter_steps):
+    last = filter_steps[-1] if filter_steps else None
+    if last is None:
+        return 'no host left'
+    return 'filter %s removed the last host(s): %s%s' % (
+        last[0], ', '.join(host_name(h) for h, _ in last[1]),
+        ' (%s)' % last[2] if last[2] else '')
+
+
+# -- a multi-create -----------------------------------------------------------
+
+def _sorted_hosts(host_manager, spec, hosts, index):
+    scheduler = types.SimpleNamespace(host_manager=host_manager)
+    return upstream.sorted_hosts(scheduler, spec, hosts, index)
+
+
+def placement_room(summaries):
+    """{(provider, resource class): free} from placement's provider
+    summaries (capacity is (total - reserved) x allocation_ratio).
+    """
+    return {(rp_uuid, rc): amounts['capacity'] - amounts['used']
+            for rp_uuid, summary in summaries.items()
+            for rc, amounts in summary.get('resources', {}).items()}
+
+
+def claim(room, hosts):
+    """The first of ``hosts`` whose first allocation request still fits in
+    ``room``, which it then takes, and that request: placement's answer to
+    the claim ``SchedulerManager._schedule`` makes, host by host, in
+    ``claim_resources``. (None, None) when none fits.
+    """
+    for host in hosts:
+        if not host.allocation_candidates:
+            continue
+        alloc_req = host.allocation_candidates[0]
+        wanted = [((rp_uuid, rc), amount)
+                  for rp_uuid, allocation in alloc_req['allocations'].items()
+                  for rc, amount in allocation['resources'].items()]
+        if all(room.get(key, amount) >= amount for key, amount in wanted):
+            for key, amount in wanted:
+                if key in room:
+                    room[key] -= amount
+            return host, alloc_req
+    return None, None
+
+
+def _consume(host, spec, alloc_req, instance_uuid):
+    # the provider mapping first: consuming PCI devices tracked in
+    # placement reads it
+    for request_group in spec.requested_resources or ():
+        request_group.provider_uuids = alloc_req['mappings'][
+            request_group.requester_id]
+    upstream.consume_selected_host(host, spec, instance_uuid=instance_uuid)
+
+
+def place_instances(host_manager, spec, sorted_hosts, summaries):
+    """Where each of ``spec.num_instances`` (``--num``) goes, as
+    ``SchedulerManager._schedule`` places a multi-create: filter and weigh
+    the hosts left for instance ``index``, claim the first that still has
+    room, consume it, and go on with the next instance.
+
+    ``sorted_hosts``: the first instance's sorted hosts. The HostStates and
+    the request's group are changed in memory only.
+    Returns (placed HostStates, the last sorted hosts, failure or None).
+    """
+    uuids = [spec.instance_uuid] + [
+        uuidutils.generate_uuid() for _ in range(spec.num_instances - 1)]
+    group = spec.instance_group if 'instance_group' in spec else None
+    if group:
+        # nova-api adds every server of the request to its group before
+        # scheduling; the anti-affinity filter counts members per host
+        group.members = list(group.members or []) + uuids
+    room = placement_room(summaries)
+    hosts, placed = sorted_hosts, []
+    for index, instance_uuid in enumerate(uuids):
+        spec.instance_uuid = instance_uuid
+        before = hosts
+        if index:
+            hosts = _sorted_hosts(host_manager, spec, hosts, index)
+        if not hosts:
+            _, steps = run_filters(host_manager, before, spec, index)
+            return placed, hosts, _last_filter_reason(steps)
+        host, alloc_req = claim(room, hosts)
+        if host is None:
+            return placed, hosts, (
+                'placement has no room left on %s (the earlier instances '
+                'of this request claimed it)' % ', '.join(
+                    host_name(h) for h in hosts))
+        _consume(host, spec, alloc_req, instance_uuid)
+        placed.append(host)
+    return placed, hosts, None
+
+
+def alternates_of(host_manager, spec, placed, hosts, num_alts):
+    """Each placed instance's alternates as ``SchedulerManager.
+    _get_alternate_hosts`` picks them (``[scheduler] max_attempts - 1``,
+    same cell, not a selected host, hosts sorted again once all are
+    consumed).
+    """
+    if len(placed) > 1 and num_alts > 0:
+        hosts = _sorted_hosts(host_manager, spec, hosts, len(placed) - 1)
+    return [[host_name(host) for host in hosts
+             if host.cell_uuid == selected.cell_uuid
+             and host not in placed and host.allocation_candidates][
+                 :num_alts]
+            for selected in placed]
+
+
+def explain_instances(result, host_manager, spec, sorted_hosts, summaries,
+                      conf):
+    """``result['instances']`` for ``--num`` above 1; a request whose
+    later instances find no host is a NoValidHost as a whole, as in Nova.
+    """
+    placed, hosts, failure = place_instances(host_manager, spec,
+                                             sorted_hosts, summaries)
+    alternates = alternates_of(host_manager, spec, placed, hosts,
+                               max(0, conf.scheduler.max_attempts - 1))
+    result['instances'] = [
+        {'instance': index, 'host': host_name(host), 'alternates': alts}
+        for index, (host, alts) in enumerate(zip(placed, alternates), 1)]
+    if failure:
+        result['no_valid_host'] = (
+            'instance %d of %d: %s; Nova fails the whole request (There are '
+            'not enough hosts available.)' % (
+                len(placed) + 1, spec.num_instances, failure))
+        result['selected'], result['alternates'] = None, []
+    else:
+        result['alternates'] = alternates[0]
+
+
 # -- the whole explanation ----------------------------------------------------
 
 def aggregate_problems(host_manager, conf):
@@ -356,7 +501,6 @@ def aggregate_problems(host_manager, conf):
 
 def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
     """Everything the scheduler would do with ``spec`` now, as a dict."""
-    from oslo_config import cfg
     conf = cfg.CONF
     host_manager = host_manager or nova_host_manager.HostManager()
     placement = placement or report.report_client_singleton()
@@ -366,7 +510,8 @@ def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
               'request': describe_request(spec),
               'request_filters': [], 'placement_query': None,
               'candidates': [], 'filters': [], 'hosts': [],
-              'selected': None, 'alternates': [], 'no_valid_host': None,
+              'selected': None, 'alternates': [], 'instances': [],
+              'no_valid_host': None,
               # before any early return: a misspelled key can be why a
               # request filter refused the request
               'aggregate_problems': aggregate_problems(host_manager, conf)}
@@ -402,12 +547,7 @@ def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
             'removed': [{'host': host_name(host), 'reason': reason}
                         for host, reason in removed]})
     if not passed:
-        last = filter_steps[-1] if filter_steps else None
-        result['no_valid_host'] = (
-            'filter %s removed the last host(s): %s%s' % (
-                last[0], ', '.join(host_name(h) for h, _ in last[1]),
-                ' (%s)' % last[2] if last[2] else '')
-            if last else 'no host left')
+        result['no_valid_host'] = _last_filter_reason(filter_steps)
         return result
 
     breakdown = weigh(host_manager, passed, spec)
@@ -427,24 +567,141 @@ def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
         host_name(host) for host in sorted_hosts[1:]
         if host.cell_uuid == chosen.cell_uuid][
             :max(0, conf.scheduler.max_attempts - 1)]
+    if spec.num_instances > 1:
+        explain_instances(result, host_manager, spec, sorted_hosts,
+                          summaries, conf)
+    else:
+        result['instances'] = [{'instance': 1, 'host': result['selected'],
+                                'alternates': result['alternates']}]
     return result
 
 
+# -- what-if ------------------------------------------------------------------
+
+def _registered_opt(conf, group, name, shown):
+    try:
+        # oslo.config has no public lookup of an Opt (multi-valued?) or of
+        # its current override
+        return upstream.opt_info(conf, name, group)
+    except cfg.NoSuchGroupError:
+        raise ExplainError('--set %s: Nova and nova-ext have no section '
+                           '[%s]' % (shown, group))
+    except cfg.NoSuchOptError:
+        raise ExplainError('--set %s: Nova and nova-ext have no option %s '
+                           'in [%s]' % (shown, name, group or 'DEFAULT'))
+
+
+def parse_overrides(conf, assignments):
+    """``--set SECTION.OPTION=VALUE`` (repeatable) as ``[(group, option,
+    value)]``: names and value checked as ``configure --set`` checks them,
+    the option looked up among the registered ones and the value
+    type-checked by it. Repeating a multi-valued option
+    (``[filter_scheduler] available_filters``) gives it several values, as
+    repeated lines in nova.conf do; any other option keeps the last.
+    """
+    merged = {}
+    for assignment in assignments:
+        section, key, value = configure.parse_assignment(assignment,
+                                                         ExplainError)
+        group = None if section == 'DEFAULT' else section
+        name = key.replace('-', '_')
+        info = _registered_opt(conf, group, name, '%s.%s' % (section, key))
+        if info['opt'].multi:
+            merged.setdefault((group, name), []).append(value)
+        else:
+            merged[(group, name)] = value
+    overrides = [(group, name, value)
+                 for (group, name), value in merged.items()]
+    with overridden(conf, overrides):
+        pass  # set_override converts each value with the option's type
+    return overrides
+
+
+_NO_OVERRIDE = object()
+
+
+@contextlib.contextmanager
+def overridden(conf, overrides):
+    """``overrides`` applied with oslo.config's ``set_override`` for the
+    duration; afterwards each option has its earlier override again (a
+    test's, for one) or none.
+    """
+    earlier = []
+    try:
+        for group, name, value in overrides:
+            # no public getter of an override: get_location() still says
+            # set_override after clear_override
+            info = upstream.opt_info(conf, name, group)
+            earlier.append((group, name,
+                            info.get('override', _NO_OVERRIDE)))
+            try:
+                conf.set_override(name, value, group=group)
+            except (ValueError, cfg.Error) as error:
+                raise ExplainError('--set %s.%s=%s: %s' % (
+                    group or 'DEFAULT', name,
+                    errors.mask_secrets(str(value)), errors.one_line(error)))
+        yield
+    finally:
+        for group, name, value in reversed(earlier):
+            if value is _NO_OVERRIDE:
+                conf.clear_override(name, group=group)
+            else:
+                conf.set_override(name, value, group=group)
+
+
+def shown_overrides(overrides):
+    return [errors.mask_secrets('%s.%s=%s' % (
+        group or 'DEFAULT', name,
+        ','.join(value) if isinstance(value, list) else value))
+        for group, name, value in overrides]
+
+
+def explain_what_if(ctxt, spec, overrides, stored=False):
+    """The explanation with ``overrides`` in force: a new HostManager loads
+    the filters, weighers and request filters they name, as a
+    nova-scheduler restarted with them would.
+    """
+    with overridden(CONF, overrides), \
+            ext_request_filters.as_configured():
+        host_manager = nova_host_manager.HostManager()
+        return explain(ctxt, spec, host_manager=host_manager, stored=stored)
+
+
+def _request_spec(ctxt, args):
+    if args.server:
+        spec = stored_request_spec(ctxt, args.server)
+        # the stored num_instances is the original boot's; Nova moves one
+        # server at a time
+        spec.num_instances = args.num
+        return spec
+    if not args.flavor:
+        raise ExplainError('explain needs --flavor or --server')
+    return build_request_spec(
+        ctxt, args.flavor, args.image, args.hint, args.group,
+        args.project, args.az, args.num)
+
+
 def explain_request(args):
-    """``nova-ext-manage explain``: the explanation for parsed ``args``."""
+    """``nova-ext-manage explain``: the explanation for parsed ``args``;
+    with ``--set`` (``args.assignments``) ``{"set": [...], "current":
+    explanation, "what_if": explanation}``.
+    """
+    if args.num < 1:
+        raise ExplainError('--num %d: at least 1' % args.num)
+    overrides = parse_overrides(CONF, args.assignments)
     # the scheduler's request filters ask glance (host_class) with the
     # request's context: here, one with the service's token
     ctxt = _with_service_token(nova_context.get_admin_context())
     try:
-        if args.server:
-            spec = stored_request_spec(ctxt, args.server)
-            return explain(ctxt, spec, stored=True)
-        if not args.flavor:
-            raise ExplainError('explain needs --flavor or --server')
-        spec = build_request_spec(
-            ctxt, args.flavor, args.image, args.hint, args.group,
-            args.project, args.az, args.num)
-        return explain(ctxt, spec)
+        spec = _request_spec(ctxt, args)
+        stored = bool(args.server)
+        # each run changes its spec (request filters, group, instances)
+        current = explain(ctxt, spec.obj_clone(), stored=stored)
+        if not overrides:
+            return current
+        return {'set': shown_overrides(overrides), 'current': current,
+                'what_if': explain_what_if(ctxt, spec.obj_clone(),
+                                           overrides, stored)}
     except exception.CellMappingNotFound as error:
         raise ExplainError(str(error))
     except Exception as error:
@@ -538,15 +795,83 @@ def write_table(result, out, top=TOP_HOSTS):
         if len(result['hosts']) > top:
             print('... and %d more host(s)' % (len(result['hosts']) - top),
                   file=out)
+    num = result['request']['num_instances']
+    if num > 1:
+        write_instances(result, out)
     if result['no_valid_host']:
         print('NO VALID HOST: %s' % result['no_valid_host'], file=out)
-    else:
+    elif num == 1:
         print('selected: %s%s' % (
-            result['selected'], ' (one of the best, chosen at random: '
-            'host_subset_size / shuffle_best_same_weighed_hosts)'
+            result['selected'], ' ' + RANDOM_NOTE
             if result.get('random_choice') else ''), file=out)
         print('alternates: %s' % (', '.join(result['alternates']) or 'none'),
               file=out)
+
+
+RANDOM_NOTE = ('(one of the best, chosen at random: host_subset_size / '
+               'shuffle_best_same_weighed_hosts)')
+
+
+def write_instances(result, out):
+    num = result['request']['num_instances']
+    for instance in result['instances']:
+        print('instance %d of %d: %s%s (alternates: %s)' % (
+            instance['instance'], num, instance['host'],
+            ' ' + RANDOM_NOTE if result.get('random_choice') else '',
+            ', '.join(instance['alternates']) or 'none'), file=out)
+
+
+def _standing(result, name):
+    """Where host ``name`` stands in one explanation: rank / weight, or
+    what removed it.
+    """
+    for host in result['hosts']:
+        if host['host'] == name:
+            return '%d / %s' % (host['rank'], _fmt(host['weight']))
+    for step in result['filters']:
+        if any(removed['host'] == name for removed in step['removed']):
+            return 'removed by %s' % step['filter']
+    if name not in result['candidates']:
+        return 'not a placement candidate'
+    return '-'
+
+
+def _picks(result):
+    if result['no_valid_host']:
+        return 'NO VALID HOST (%s)' % result['no_valid_host']
+    if result['request']['num_instances'] > 1:
+        return ', '.join(i['host'] for i in result['instances'])
+    return result['selected']
+
+
+def write_what_if(both, out, top=TOP_HOSTS):
+    """The current explanation, then how the ranking and the pick change
+    with ``--set``.
+    """
+    import prettytable
+
+    current, what_if = both['current'], both['what_if']
+    write_table(current, out, top)
+    print('\nwhat if %s:' % ', '.join(both['set']), file=out)
+    if what_if['placement_query'] != current['placement_query']:
+        print('placement query: %s' % what_if['placement_query'], file=out)
+    rank = {}
+    for result in (current, what_if):
+        for host in result['hosts']:
+            rank[host['host']] = min(rank.get(host['host'], host['rank']),
+                                     host['rank'])
+    names = sorted(set(current['candidates']) | set(what_if['candidates']),
+                   key=lambda name: (rank.get(name, len(rank) + 1), name))
+    table = prettytable.PrettyTable(['host', 'now: rank / weight',
+                                     'with the change: rank / weight'])
+    for name in names[:top]:
+        table.add_row([name, _standing(current, name),
+                       _standing(what_if, name)])
+    print(table, file=out)
+    if len(names) > top:
+        print('... and %d more host(s)' % (len(names) - top), file=out)
+    print('selected now: %s' % _picks(current), file=out)
+    print('selected with the change: %s' % _picks(what_if), file=out)
 
 
 def write_json(result, out):
@@ -564,6 +889,8 @@ def run(args, conf, out):
     result = explain_request(args)
     if args.json:
         write_json(result, out)
+    elif 'what_if' in result:
+        write_what_if(result, out)
     else:
         write_table(result, out)
     return 0

@@ -88,7 +88,8 @@ INTERNALS = (
              're-parses nova.conf, meant for the oslopolicy tools only)'),
     Internal('oslo_config.cfg.ConfigOpts._get_opt_info', None,
              'the sandbox and the simulator type-check nova.conf fragments '
-             'with the registered option, which has no public getter'),
+             'with the registered option, and explain --set restores an '
+             'earlier override: oslo.config has no public getter of either'),
     Internal('nova.conf.CONF._args', None,
              'oslo.config cannot tell publicly whether it parsed a command '
              'line, and parsing again drops every override: the simulator\'s '
@@ -184,12 +185,17 @@ def consume_selected_host(selected_host, spec_obj, instance_uuid=None):
             selected_host, spec_obj, instance_uuid=instance_uuid)
 
 
-def registered_opt(conf, name, group=None):
-    """The Opt registered as ``[group] name`` in ``conf``; raises
-    ``NoSuchOptError`` or ``NoSuchGroupError``.
+def opt_info(conf, name, group=None):
+    """oslo.config's record of ``[group] name``: ``opt`` (the registered
+    Opt) and ``override`` when one is set; raises ``NoSuchOptError`` or
+    ``NoSuchGroupError``.
     """
-    return get('oslo_config.cfg.ConfigOpts._get_opt_info')(
-        conf, name, group)['opt']
+    return get('oslo_config.cfg.ConfigOpts._get_opt_info')(conf, name, group)
+
+
+def registered_opt(conf, name, group=None):
+    """The Opt registered as ``[group] name`` in ``conf``."""
+    return opt_info(conf, name, group)['opt']
 
 
 def host_manager_without_databases(aggregates):

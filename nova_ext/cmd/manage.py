@@ -22,8 +22,9 @@
                              [--conf FILE ...] [--seed N] [--arrivals N]
                              [--plot DIR] [--json FILE]
     nova-ext-manage explain (--flavor F [--image I] [--hint K=V ...]
-                             [--group G] [--project P] [--az Z] [--num N]
-                             | --server UUID) [--json]
+                             [--group G] [--project P] [--az Z]
+                             | --server UUID) [--num N]
+                            [--set SECTION.OPTION=VALUE ...] [--json]
 
 ``on``/``off`` add or remove ``[nova_ext] maintenance_trait`` on the compute
 node resource provider named HOST (its hypervisor hostname), keeping every
@@ -590,7 +591,13 @@ class ExplainCommands(Command):
         parser.add_argument('--project', help='project ID of the request')
         parser.add_argument('--az', help='availability zone')
         parser.add_argument('--num', type=int, default=1,
-                            help='number of servers in the request')
+                            help='number of servers in the request (a '
+                                 'multi-create): where each would go')
+        parser.add_argument('--set', dest='assignments', action='append',
+                            default=[], metavar='SECTION.OPTION=VALUE',
+                            help='what if nova.conf said this: explain '
+                                 'again with it and compare; repeat for '
+                                 'several')
         parser.add_argument('--json', action='store_true',
                             help='JSON instead of tables')
 

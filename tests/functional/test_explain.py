@@ -16,17 +16,21 @@ from nova import context as nova_context
 from nova.db.api import api as api_db
 from nova.db.main import api as main_db
 from nova import objects
+from nova.scheduler import host_manager
+from nova.scheduler import request_filter
 
 from nova_ext.cmd import manage
 from nova_ext import explain
 from tests.functional import base
+
+CONF = base.cloud.CONF
 
 
 def parse(*argv):
     return manage.build_parser().parse_args(['explain'] + list(argv))
 
 
-class ExplainTest(base.NovaExtTestCase):
+class ExplainTestCase(base.NovaExtTestCase):
     ENABLED_FILTERS = base.NOVA_DEFAULT_FILTERS + [
         'FailureDomainAntiAffinityFilter']
     # Packing at a large multiplier outweighs Nova's spreading RAMWeigher:
@@ -37,11 +41,63 @@ class ExplainTest(base.NovaExtTestCase):
     def setUp(self):
         super().setUp()
         self.flavor = self.create_flavor('m1', vcpu=1, memory_mb=1024)
-        self.set_failure_domains('rack', {'r1': ['host1', 'host2'],
-                                          'r2': ['host3', 'host4']})
+        self.flavors = {'m1': self.flavor}
+
+    def add_flavor(self, name, memory_mb):
+        self.flavors[name] = self.create_flavor(name, vcpu=1,
+                                                memory_mb=memory_mb)
+
+    def seed(self, **servers_on):
+        """One server of the named flavor on each host: ``host3='big'``."""
+        for host, flavor in servers_on.items():
+            self.boot('seed-' + host, self.flavors[flavor],
+                      zone='nova:' + host)
 
     def explain(self, *argv):
         return explain.explain_request(parse(*argv))
+
+    def explain_text(self, *argv):
+        out = io.StringIO()
+        self.assertEqual(0, explain.run(parse(*argv), CONF, out))
+        return out.getvalue()
+
+    def multi_create(self, name, flavor_id, count, group=None, hints=None,
+                     expected_state='ACTIVE'):
+        """One request for ``count`` servers (``min_count`` = ``max_count``)
+        and their hosts, in the order Nova scheduled them (``name-1``
+        first).
+        """
+        server = self._build_server(name=name, flavor_id=flavor_id,
+                                    networks='none')
+        server['min_count'] = server['max_count'] = count
+        hints = dict(hints or {})
+        if group:
+            hints['group'] = group
+        body = {'server': server}
+        if hints:
+            body['os:scheduler_hints'] = hints
+        self.api.post_server(body)
+        servers = []
+        for index in range(1, count + 1):
+            [created] = self.admin_api.get_servers(
+                search_opts={'name': '^%s-%d$' % (name, index)})
+            servers.append(self._wait_for_state_change(created,
+                                                       expected_state))
+        return servers
+
+    def reload_scheduler(self):
+        # what a nova-scheduler restarted with a changed nova.conf does:
+        # load enabled_filters and weight_classes again
+        self.scheduler_service.manager.host_manager = (
+            host_manager.HostManager())
+
+
+class ExplainTest(ExplainTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.set_failure_domains('rack', {'r1': ['host1', 'host2'],
+                                          'r2': ['host3', 'host4']})
 
     def test_explain_names_the_host_the_scheduler_picks(self):
         # host3 gets a first server: packing now prefers it over the others.
@@ -176,6 +232,159 @@ class ExplainTest(base.NovaExtTestCase):
              "'nova_ext:failure_domain:rack'?)"], lines[:2])
         self.assertTrue(lines[2].startswith('flavor m1:'), lines[2])
 
+    # -- what-if --------------------------------------------------------
+
+    def test_what_if_picks_the_host_the_changed_scheduler_picks(self):
+        self.add_flavor('big', 2048)
+        self.seed(host3='big', host1='m1', host2='m1')
+        argv = ('--flavor', 'm1',
+                '--set', 'nova_ext.bin_packing_weight_multiplier=-1')
+
+        both = self.explain(*argv)
+        self.assertEqual(['nova_ext.bin_packing_weight_multiplier=-1'],
+                         both['set'])
+        # packing at 10 picks the fullest host; spreading, the emptiest
+        self.assertEqual('host3', both['current']['selected'])
+        self.assertEqual('host4', both['what_if']['selected'])
+        packing = [w for w in both['what_if']['hosts'][0]['weighers']
+                   if w['weigher'] == 'BinPackingWeigher']
+        self.assertEqual(-1.0, packing[0]['multiplier'])
+        # the scheduler's configuration is as it was
+        self.assertEqual(10.0, CONF.nova_ext.bin_packing_weight_multiplier)
+
+        text = self.explain_text(*argv)
+        self.assertIn('what if nova_ext.bin_packing_weight_multiplier=-1:',
+                      text)
+        self.assertIn('selected now: host3\n', text)
+        self.assertIn('selected with the change: host4\n', text)
+        out = io.StringIO()
+        explain.run(parse('--json', *argv), CONF, out)
+        self.assertEqual({'set', 'current', 'what_if'},
+                         set(json.loads(out.getvalue())))
+
+        self.flags(bin_packing_weight_multiplier=-1, group='nova_ext')
+        server = self.boot('s0', self.flavor)
+        self.assertEqual('host4', self.host_of(server))
+
+    def test_what_if_loads_the_filters_it_names(self):
+        group = self.create_server_group('spread')
+        hints = {'nova_ext:spread_level': 'rack'}
+        members = [self.host_of(self.boot('m%d' % i, self.flavor, group,
+                                          hints)) for i in range(2)]
+        # of the two hosts without a member, packing prefers this one
+        [free] = sorted(set(self.HOSTS) - set(members))[:1]
+        self.seed(**{free: 'm1'})
+        nova_filters = ','.join(base.NOVA_DEFAULT_FILTERS)
+
+        both = self.explain(
+            '--flavor', 'm1', '--group', group,
+            '--hint', 'nova_ext:spread_level=rack',
+            '--set', 'filter_scheduler.enabled_filters=' + nova_filters)
+        self.assertIn('FailureDomainAntiAffinityFilter',
+                      both['current']['no_valid_host'])
+        self.assertIsNone(both['what_if']['no_valid_host'])
+        self.assertEqual(free, both['what_if']['selected'])
+        self.assertNotIn('FailureDomainAntiAffinityFilter',
+                         [step['filter']
+                          for step in both['what_if']['filters']])
+        self.assertIn('FailureDomainAntiAffinityFilter',
+                      CONF.filter_scheduler.enabled_filters)
+
+        self.flags(enabled_filters=base.NOVA_DEFAULT_FILTERS,
+                   group='filter_scheduler')
+        self.reload_scheduler()
+        server = self.boot('m2', self.flavor, group, hints)
+        self.assertEqual(free, self.host_of(server))
+
+    def test_what_if_refuses_what_nova_conf_could_not_say(self):
+        for assignment, message in (
+                ('filter_scheduler.no_such_option=1',
+                 'Nova and nova-ext have no option no_such_option in '
+                 '[filter_scheduler]'),
+                ('no_such_section.ram_weight_multiplier=1',
+                 'Nova and nova-ext have no section [no_such_section]'),
+                ('nova_ext.bin_packing_weight_multiplier=lots',
+                 'nova_ext.bin_packing_weight_multiplier=lots:'),
+                ('filter_scheduler.ram_weight_multiplier',
+                 'expected SECTION.OPTION=VALUE'),
+                ('filter_scheduler.enabled_filters=ComputeFilter\nx=1',
+                 'control character')):
+            error = self.assertRaises(
+                explain.ExplainError, explain.run,
+                parse('--flavor', 'm1', '--set', assignment), CONF,
+                io.StringIO())
+            self.assertIn(message, str(error))
+            self.assertTrue(str(error).startswith('explain: --set '),
+                            assignment)
+            self.assertEqual(1, len(str(error).splitlines()), assignment)
+        self.assertEqual(10.0, CONF.nova_ext.bin_packing_weight_multiplier)
+
+    # -- --num: a multi-create -------------------------------------------
+
+    def test_num_places_each_instance_as_a_multi_create_does(self):
+        # packing fills host3 first, then the next fullest host
+        self.add_flavor('half', 3072)
+        self.add_flavor('small', 512)
+        self.add_flavor('tiny', 256)
+        self.seed(host3='m1', host2='small', host1='tiny')
+        result = self.explain('--flavor', 'half', '--num', '3')
+        self.assertIsNone(result['no_valid_host'])
+        self.assertEqual(['host3', 'host3', 'host2'],
+                         [i['host'] for i in result['instances']])
+        self.assertEqual('host3', result['selected'])
+        servers = self.multi_create('packed', self.flavors['half'], 3)
+        self.assertEqual(['host3', 'host3', 'host2'],
+                         [self.host_of(s) for s in servers])
+
+        # spreading: each pick makes its host fuller for the next one;
+        # unconsumed, the emptiest host4 would take all three
+        self.flags(bin_packing_weight_multiplier=-10, group='nova_ext')
+        result = self.explain('--flavor', 'm1', '--num', '3')
+        self.assertEqual(['host4', 'host1', 'host4'],
+                         [i['host'] for i in result['instances']])
+        text = self.explain_text('--flavor', 'm1', '--num', '3')
+        self.assertIn('instance 2 of 3: host1 (alternates: host2)\n', text)
+        self.assertNotIn('selected:', text)
+        servers = self.multi_create('spread', self.flavor, 3)
+        self.assertEqual(['host4', 'host1', 'host4'],
+                         [self.host_of(s) for s in servers])
+
+    def test_num_in_an_anti_affinity_group(self):
+        self.add_flavor('small', 512)
+        self.add_flavor('tiny', 256)
+        self.seed(host3='m1', host2='small', host1='tiny')
+        group = self.create_server_group('web')
+        result = self.explain('--flavor', 'm1', '--group', group,
+                              '--num', '3')
+        self.assertEqual(['host3', 'host2', 'host1'],
+                         [i['host'] for i in result['instances']])
+        # no member of the request is another one's alternate
+        self.assertEqual([['host4']] * 3,
+                         [i['alternates'] for i in result['instances']])
+        self.assertEqual([], result['request']['group']['members'])
+        servers = self.multi_create('web', self.flavor, 3, group)
+        self.assertEqual(['host3', 'host2', 'host1'],
+                         [self.host_of(s) for s in servers])
+
+    def test_num_names_the_instance_that_finds_no_host(self):
+        # two racks hold two members of a one-per-rack group, not three
+        group = self.create_server_group('spread')
+        argv = ('--flavor', 'm1', '--group', group,
+                '--hint', 'nova_ext:spread_level=rack', '--num', '3')
+        result = self.explain(*argv)
+        self.assertEqual(2, len(result['instances']))
+        self.assertIsNone(result['selected'])
+        self.assertTrue(result['no_valid_host'].startswith(
+            'instance 3 of 3: filter FailureDomainAntiAffinityFilter '
+            'removed the last host(s)'), result['no_valid_host'])
+        self.assertIn('NO VALID HOST: instance 3 of 3',
+                      self.explain_text(*argv))
+        servers = self.multi_create(
+            'spread', self.flavor, 3, group, {'nova_ext:spread_level': 'rack'},
+            expected_state='ERROR')
+        for server in servers:
+            self.assertNoValidHost(self.admin_api.get_server(server['id']))
+
     # -- read-only proof --------------------------------------------------
 
     def _placement_state(self):
@@ -218,6 +427,50 @@ class ExplainTest(base.NovaExtTestCase):
         self.explain('--flavor', 'm1', '--group', group)
         self.explain('--server', server['id'])
         self.explain('--flavor', 'm1', '--num', '2')
+        self.explain('--flavor', 'm1', '--group', group, '--num', '3')
+        request_filters = list(request_filter.ALL_REQUEST_FILTERS)
+        self.explain(
+            '--flavor', 'm1', '--group', group, '--num', '3',
+            '--set', 'nova_ext.bin_packing_weight_multiplier=-1',
+            '--set', 'nova_ext.request_filters=host_class',
+            '--set', 'filter_scheduler.enabled_filters=ComputeFilter')
 
         self.assertEqual(placement_before, self._placement_state())
         self.assertEqual(rows_before, self._row_counts())
+        # nor is the process's configuration changed
+        self.assertEqual(10.0, CONF.nova_ext.bin_packing_weight_multiplier)
+        self.assertEqual(self.ENABLED_FILTERS,
+                         CONF.filter_scheduler.enabled_filters)
+        self.assertEqual([], CONF.nova_ext.request_filters)
+        self.assertEqual(request_filters, request_filter.ALL_REQUEST_FILTERS)
+
+
+class ExplainTwoCellsTest(ExplainTestCase):
+    """host1 and host2 in cell1, host3 and host4 in cell2."""
+
+    NUMBER_OF_CELLS = 2
+    HOST_CELLS = {'host1': 'cell1', 'host2': 'cell1',
+                  'host3': 'cell2', 'host4': 'cell2'}
+
+    def test_hosts_of_both_cells_alternates_of_one(self):
+        self.add_flavor('half', 3072)
+        self.add_flavor('small', 512)
+        self.seed(host3='m1', host1='small')
+
+        result = self.explain('--flavor', 'half')
+        self.assertEqual(['host1', 'host2', 'host3', 'host4'],
+                         result['candidates'])
+        self.assertEqual('host3', result['selected'])
+        # [scheduler] max_attempts = 3, but cell2 has one other host
+        self.assertEqual(['host4'], result['alternates'])
+
+        # host3 takes two, the third goes to the other cell
+        result = self.explain('--flavor', 'half', '--num', '3')
+        self.assertEqual(
+            [{'instance': 1, 'host': 'host3', 'alternates': ['host4']},
+             {'instance': 2, 'host': 'host3', 'alternates': ['host4']},
+             {'instance': 3, 'host': 'host1', 'alternates': ['host2']}],
+            result['instances'])
+        servers = self.multi_create('half', self.flavors['half'], 3)
+        self.assertEqual(['host3', 'host3', 'host1'],
+                         [self.host_of(s) for s in servers])

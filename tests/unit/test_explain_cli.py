@@ -46,3 +46,20 @@ class ExplainCommandLineTest(testtools.TestCase):
             capture_output=True, text=True, timeout=120)
         self.assertEqual(2, result.returncode)
         self.assertIn('not allowed with argument', result.stderr)
+
+    def test_unknown_set_option_is_one_line_before_any_database(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, 'nova.conf')
+            with open(path, 'w') as conf:
+                conf.write('[DEFAULT]\n')
+            result = subprocess.run(
+                [sys.executable, '-W', 'ignore', '-m', 'nova_ext.cmd.manage',
+                 '--config-file', path, 'explain', '--flavor', 'm1',
+                 '--set', 'filter_scheduler.ram_weight_multiplir=0'],
+                capture_output=True, text=True, timeout=120)
+        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertEqual(
+            ['nova-ext-manage: explain: --set filter_scheduler.'
+             'ram_weight_multiplir: Nova and nova-ext have no option '
+             'ram_weight_multiplir in [filter_scheduler]'],
+            result.stderr.splitlines())

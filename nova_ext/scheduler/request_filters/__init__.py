@@ -26,6 +26,7 @@ A pre-filter that raises fails that request alone: its error becomes the
 reason of a NoValidHost fault.
 """
 
+import contextlib
 import functools
 import threading
 
@@ -101,3 +102,23 @@ def activate():
             LOG.info("nova-ext: request filters active: %s",
                      ', '.join(ours) or 'none')
         return ours
+
+
+@contextlib.contextmanager
+def as_configured():
+    """Nova's own pre-filters only, for the duration, so that a HostManager
+    built meanwhile activates those ``[nova_ext] request_filters`` names
+    now, as a restarted nova-scheduler would; then the list as it was.
+
+    For a process that does not schedule meanwhile (``nova-ext-manage
+    explain --set``): the list is Nova's, shared by the whole process.
+    """
+    with _lock:
+        active = upstream.request_filters()
+        saved = list(active)
+        active[:] = [f for f in saved if not hasattr(f, 'nova_ext_name')]
+    try:
+        yield
+    finally:
+        with _lock:
+            active[:] = saved
