@@ -137,9 +137,10 @@ request_filter_opts = [
         help="""
 Placement request pre-filters to run in nova-scheduler, in order, after
 Nova's own: names of entry points in the ``nova_ext.scheduler.request_filters``
-namespace (``maintenance``, ``host_class``, or a third party's). They are
-activated when nova-scheduler loads ``nova_ext.scheduler.filters.all_filters``
-or ``nova_ext.scheduler.weights.all_weighers``, so one of those must be in
+namespace (``maintenance``, ``host_class``, ``failure_domain``, or a third
+party's). They are activated when nova-scheduler loads
+``nova_ext.scheduler.filters.all_filters`` or
+``nova_ext.scheduler.weights.all_weighers``, so one of those must be in
 ``[filter_scheduler] available_filters`` or ``weight_classes``.
 """),
     cfg.StrOpt(
