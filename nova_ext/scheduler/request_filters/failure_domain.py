@@ -175,14 +175,14 @@ def exclude_full_domains(ctxt, request_spec):
     if aggregates:
         _destination(request_spec).append_forbidden_aggregates(aggregates)
     request_spec.root_forbidden.update(traits)
-    if excluded:
-        # Placement may now have nothing to return: the NoValidHost then
-        # says why rather than nothing (spread_scheduling reads it).
-        failure_domains.live_members.no_host_because(
-            _reason(request, excluded))
     LOG.debug('failure_domain request filter: instance %s: %s %s full; '
               'forbidden aggregates %s, traits %s',
               request_spec.instance_uuid, request.level, ', '.join(full),
               ','.join(sorted(aggregates)) or 'none',
               ','.join(sorted(traits)) or 'none')
+    if not excluded:
+        return False
+    # Placement may now have nothing to return: the NoValidHost then says
+    # why rather than nothing (spread_scheduling reads it).
+    failure_domains.live_members.no_host_because(_reason(request, excluded))
     return True
