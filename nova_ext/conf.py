@@ -60,9 +60,10 @@ level through ``nova_ext:spread_level`` are spread.
         help="""
 How long the failure-domain filter and weigher remember which domain each
 host is in for hosts that are no longer among a request's candidates (those
-holding group members, which ServerGroupAntiAffinityFilter removes): one
-API-database query per level per period. Candidates' domains are always
-current. 0 asks on every request.
+holding group members, which ServerGroupAntiAffinityFilter removes), and
+how long the ``failure_domain`` request filter remembers which aggregates
+declare each domain: one API-database query per level per period each.
+Candidates' domains are always current. 0 asks on every request.
 """),
     cfg.FloatOpt(
         'failure_domain_spread_weight_multiplier',

@@ -47,9 +47,14 @@ class ExcludeFullDomainsTest(test.NoDBTestCase):
                            aggregate('r1b', 'r1', 'h2'),
                            aggregate('r2', 'r2', 'h3', 'h4')]
         self.trait_domains = {}
+        self.listings = 0
+
+        def listing(*args):
+            self.listings += 1
+            return [a for a in self.aggregates if args[-1] in a.metadata]
+
         self.stub_out('nova.objects.AggregateList.get_by_metadata_key',
-                      lambda *args: [a for a in self.aggregates
-                                     if args[-1] in a.metadata])
+                      listing)
         self.stub_out('nova_ext.scheduler.failure_domains._trait_domains',
                       lambda level: self.trait_domains)
         # the domains of members' hosts are remembered per process
@@ -138,3 +143,12 @@ class ExcludeFullDomainsTest(test.NoDBTestCase):
         failure_domains.live_members.set(uuids.group,
                                          collections.Counter(h3=1), 1)
         self.assertEqual((True, {uuids.r2}, set()), self.run_filter(spec))
+
+    def test_aggregates_are_remembered_for_the_cache_seconds(self):
+        self.run_filter(request(hosts=['h1']))
+        listed = self.listings
+        self.run_filter(request(hosts=['h1']))
+        self.assertEqual(listed, self.listings)
+        self.flags(failure_domain_cache_seconds=0, group='nova_ext')
+        self.run_filter(request(hosts=['h1']))
+        self.assertGreater(self.listings, listed)
