@@ -94,6 +94,9 @@ run_bench() {
         --hosts 40 --rounds 1 --requests 2 || failed=1
     bench_one 'median ms' tools/benchmark_request_filters.py \
         --hosts 10 --requests 2 || failed=1
+    bench_one 'median ms' tools/benchmark_request_filters.py \
+        --scenario failure_domain --hosts 8 --rack-size 2 --requests 2 \
+        || failed=1
     bench_one 'per_flavor ms' tools/benchmark_quota.py \
         --sizes 10 --repeat 2 || failed=1
     bench_one 'x upstream' tools/benchmark_spread_lock.py \

@@ -60,9 +60,10 @@ level through ``nova_ext:spread_level`` are spread.
         help="""
 How long the failure-domain filter and weigher remember which domain each
 host is in for hosts that are no longer among a request's candidates (those
-holding group members, which ServerGroupAntiAffinityFilter removes): one
-API-database query per level per period. Candidates' domains are always
-current. 0 asks on every request.
+holding group members, which ServerGroupAntiAffinityFilter removes), and
+how long the ``failure_domain`` request filter remembers which aggregates
+declare each domain: one API-database query per level per period each.
+Candidates' domains are always current. 0 asks on every request.
 """),
     cfg.FloatOpt(
         'failure_domain_spread_weight_multiplier',
@@ -137,9 +138,10 @@ request_filter_opts = [
         help="""
 Placement request pre-filters to run in nova-scheduler, in order, after
 Nova's own: names of entry points in the ``nova_ext.scheduler.request_filters``
-namespace (``maintenance``, ``host_class``, or a third party's). They are
-activated when nova-scheduler loads ``nova_ext.scheduler.filters.all_filters``
-or ``nova_ext.scheduler.weights.all_weighers``, so one of those must be in
+namespace (``maintenance``, ``host_class``, ``failure_domain``, or a third
+party's). They are activated when nova-scheduler loads
+``nova_ext.scheduler.filters.all_filters`` or
+``nova_ext.scheduler.weights.all_weighers``, so one of those must be in
 ``[filter_scheduler] available_filters`` or ``weight_classes``.
 """),
     cfg.StrOpt(

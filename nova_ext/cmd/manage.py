@@ -389,8 +389,8 @@ class ConfigureCommands(Command):
         ('filters', 'FailureDomainAntiAffinityFilter, keeping Nova\'s '
                     'filters'),
         ('weighers', "nova-ext's weighers next to Nova's"),
-        ('request-filters', 'the maintenance and host_class request '
-                            'filters'),
+        ('request-filters', 'the maintenance, host_class and '
+                            'failure_domain request filters'),
         ('quota', 'the per_flavor quota driver, activated through '
                   '?plugin=nova_ext on the database URLs'),
         ('libvirt-driver', "nova-ext's libvirt driver and its guest "

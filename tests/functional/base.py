@@ -15,6 +15,8 @@ class NovaExtTestCase(cloud.EmbeddedNova):
 
     ENABLED_FILTERS = NOVA_DEFAULT_FILTERS
     NOVA_EXT_FLAGS = {}
+    # Nova's own sections: {'scheduler': {'max_placement_results': 2}}
+    NOVA_FLAGS = {}
 
     @property
     def NOVA_CONF(self):
@@ -29,6 +31,10 @@ class NovaExtTestCase(cloud.EmbeddedNova):
         ]
         for name, value in self.NOVA_EXT_FLAGS.items():
             lines.append('%s = %s' % (name, value))
+        for section, options in self.NOVA_FLAGS.items():
+            lines.append('[%s]' % section)
+            for name, value in options.items():
+                lines.append('%s = %s' % (name, value))
         return '\n'.join(lines) + '\n'
 
     def assertNoValidHost(self, server, reason_contains=None):

@@ -6,6 +6,7 @@ record which hosts reach Nova's Python filters, not only where servers land.
 """
 
 import io
+import urllib.parse
 
 import fixtures
 
@@ -13,8 +14,10 @@ from keystoneauth1 import adapter
 from keystoneauth1 import session
 from keystoneauth1 import token_endpoint
 
+from nova.scheduler.client import report
 from nova.scheduler import host_manager
 from nova.tests.functional.api import client
+from placement.objects import allocation_candidate
 
 from nova_ext.cmd import manage
 from tests.functional import base
@@ -259,3 +262,248 @@ class FailingPreFilterTest(PreFilterTestCase):
         self.assertEqual('ACTIVE', ok['status'])
         self.assertIn('nova-ext: request filters active: boom, maintenance',
                       self.stdlog.logger.output)
+
+
+RACK_SPREAD = {'nova_ext:spread_level': 'rack'}
+
+
+class FailureDomainTestCase(PreFilterTestCase):
+    """Six hosts in three racks of two, and placement generates at most 2
+    candidates per query (placement's ``[placement]
+    max_allocation_candidates = 2``).
+
+    That is the cap a spread request meets: Nova asks placement without
+    ``[scheduler] max_placement_results`` when the request names a server
+    group (``resources_from_request_spec``: "Don't limit allocation
+    candidates when using affinity/anti-affinity"; see
+    CandidateLimitLiftedForGroupsTest), but placement stops generating at
+    its own maximum. It visits root providers in an order of its own (from
+    sets hashed on resource class names, so it changes from process to
+    process); here it visits them in uuid order, and rack r1 is made of the
+    first two providers, r2 of the next two: as long as nothing is
+    excluded from the query, placement offers r1 only.
+    """
+
+    HOSTS = ['host1', 'host2', 'host3', 'host4', 'host5', 'host6']
+    ENABLED_FILTERS = base.NOVA_DEFAULT_FILTERS + [
+        'FailureDomainAntiAffinityFilter']
+    PLACEMENT_MAX_CANDIDATES = 2
+    # the soft twin would steer members to empty racks by itself
+    NOVA_EXT_FLAGS = {'request_filters': 'failure_domain',
+                      'failure_domain_spread_weight_multiplier': 0.0}
+
+    def setUp(self):
+        super().setUp()
+        self.placement_queries = []
+        real = report.SchedulerReportClient.get_allocation_candidates
+
+        def spy(client, context, resources):
+            self.placement_queries.append(dict(urllib.parse.parse_qsl(
+                resources.to_querystring())))
+            return real(client, context, resources)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.client.report.SchedulerReportClient.'
+            'get_allocation_candidates', spy))
+        self.placement_fixture.conf_fixture.config(
+            max_allocation_candidates=self.PLACEMENT_MAX_CANDIDATES,
+            group='placement')
+        real_generators = allocation_candidate._get_areq_list_generators
+
+        def in_provider_order(context, by_root, suffixes):
+            return real_generators(context, dict(sorted(by_root.items())),
+                                   suffixes)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'placement.objects.allocation_candidate.'
+            '_get_areq_list_generators', in_provider_order))
+        hosts = [rp['name'] for rp in sorted(self._get_all_providers(),
+                                             key=lambda rp: rp['uuid'])]
+        self.racks = {'r1': hosts[:2], 'r2': hosts[2:4], 'r3': hosts[4:]}
+        self.rack_of = {h: r for r, hosts in self.racks.items()
+                        for h in hosts}
+        self.declare_racks()
+
+    def declare_racks(self):
+        self.set_failure_domains('rack', self.racks)
+
+    def unfiltered_candidates(self):
+        """The hosts of the candidates placement returns to a query for the
+        flavor that excludes nothing.
+        """
+        body = self.placement.get(
+            '/allocation_candidates?resources=VCPU:1,MEMORY_MB:512,DISK_GB:1',
+            version='1.32').body
+        names = {rp['uuid']: rp['name'] for rp in self._get_all_providers()}
+        return {names[uuid] for uuid in body['provider_summaries']}
+
+    def assertOnlyRackR1IsReachableUnfiltered(self):
+        self.assertEqual(set(self.racks['r1']), self.unfiltered_candidates())
+
+    def rack(self, server):
+        return self.rack_of[self.host_of(server)]
+
+    def rack_aggregates(self, *racks):
+        return {aggregate['uuid'] for aggregate in self.admin_api.api_get(
+            '/os-aggregates').body['aggregates']
+            if aggregate['name'] in ['rack-' + rack for rack in racks]}
+
+    @staticmethod
+    def forbidden_aggregates(query):
+        member_of = query.get('member_of', '')
+        if not member_of.startswith('!in:'):
+            return set()
+        return set(member_of[len('!in:'):].split(','))
+
+    def racks_seen_by_filters(self):
+        return [{self.rack_of[h] for h in hosts}
+                for hosts in self.hosts_seen_by_filters]
+
+    def boot_one_per_rack(self, name, flavor=None, hints=RACK_SPREAD):
+        """Three members, one per rack; each request's filters saw only the
+        rack with room that placement lists first.
+        """
+        group = self.create_server_group(name)
+        servers = [self.boot('%s-%d' % (name, i), flavor or self.flavor,
+                             group, hints) for i in range(3)]
+        self.assertEqual(['r1', 'r2', 'r3'], [self.rack(s) for s in servers])
+        self.assertEqual([{'r1'}, {'r2'}, {'r3'}],
+                         self.racks_seen_by_filters())
+        return group, servers
+
+
+class FailureDomainPreFilterTest(FailureDomainTestCase):
+
+    def test_free_racks_beyond_the_candidate_cap_are_reached(self):
+        self.assertOnlyRackR1IsReachableUnfiltered()
+        group, _servers = self.boot_one_per_rack('web')
+        self.assertEqual(
+            [set(), self.rack_aggregates('r1'),
+             self.rack_aggregates('r1', 'r2')],
+            [self.forbidden_aggregates(q) for q in self.placement_queries])
+
+        fourth = self.boot('web-3', self.flavor, group, RACK_SPREAD,
+                           expected_state='ERROR')
+        self.assertNoValidHost(
+            fourth, 'failure_domain request filter left rack r1, r2, r3 out '
+            'of the placement query')
+        # placement had nothing left to return
+        self.assertEqual(3, len(self.hosts_seen_by_filters))
+
+    def test_flavor_extra_spec_spread_is_pre_filtered_too(self):
+        flavor = self.create_flavor('spread1', extra_specs={
+            'nova_ext:spread_level': 'rack',
+            'nova_ext:spread_max_per_domain': '1'})
+        self.boot_one_per_rack('db', flavor, {})
+        self.assertEqual(self.rack_aggregates('r1', 'r2'),
+                         self.forbidden_aggregates(self.placement_queries[2]))
+
+    def test_rack_below_its_maximum_stays_in_the_query(self):
+        group = self.create_server_group('two')
+        hints = dict(RACK_SPREAD, **{'nova_ext:spread_max_per_domain': '2'})
+        racks = [self.rack(self.boot('two-%d' % i, self.flavor, group, hints))
+                 for i in range(3)]
+        self.assertEqual(['r1', 'r1', 'r2'], racks)
+        self.assertEqual(
+            [set(), set(), self.rack_aggregates('r1')],
+            [self.forbidden_aggregates(q) for q in self.placement_queries])
+
+    def test_soft_anti_affinity_group_is_left_alone(self):
+        group = self.create_server_group('soft', policy='soft-anti-affinity')
+        first = self.boot('soft-0', self.flavor, group, RACK_SPREAD)
+        self.assertEqual('r1', self.rack(first))
+        second = self.boot('soft-1', self.flavor, group, RACK_SPREAD,
+                           expected_state=None)
+        self.assertEqual([set(), set()], [self.forbidden_aggregates(q)
+                                          for q in self.placement_queries])
+        self.assertEqual([{'r1'}, {'r1'}], self.racks_seen_by_filters())
+        # FailureDomainAntiAffinityFilter holds soft groups to the maximum
+        # too, but only among the candidates placement returned: here none
+        self.assertNoValidHost(second)
+
+    def test_cold_migrated_member_is_not_counted_against_its_own_rack(self):
+        # moving a server is an admin action
+        self.api = self.admin_api
+        _group, servers = self.boot_one_per_rack('cold')
+        mover = servers[2]
+        moved = self._migrate_server(mover)
+        self.assertEqual('r3', self.rack(moved))
+        self.assertNotEqual(self.host_of(mover), self.host_of(moved))
+        # r3 holds the mover alone: not full
+        self.assertEqual(self.rack_aggregates('r1', 'r2'),
+                         self.forbidden_aggregates(self.placement_queries[-1]))
+        self._confirm_resize(moved)
+
+
+class CandidateCapWithoutPreFilterTest(FailureDomainTestCase):
+    """What the pre-filter is for: with the filter alone, the two candidates
+    placement generates are in the full rack and the free ones are never
+    seen.
+    """
+
+    NOVA_EXT_FLAGS = {'failure_domain_spread_weight_multiplier': 0.0}
+
+    def test_free_racks_beyond_the_cap_are_never_seen(self):
+        group = self.create_server_group('web')
+        first = self.boot('web-0', self.flavor, group, RACK_SPREAD)
+        self.assertEqual('r1', self.rack(first))
+        self.assertOnlyRackR1IsReachableUnfiltered()
+        second = self.boot('web-1', self.flavor, group, RACK_SPREAD,
+                           expected_state='ERROR')
+        self.assertNoValidHost(second, 'every rack left (r1) already holds')
+        self.assertEqual([{'r1'}, {'r1'}], self.racks_seen_by_filters())
+
+
+class TraitDeclaredRacksTest(FailureDomainTestCase):
+    """Racks the computes report as CUSTOM_NOVA_EXT_FD_RACK_<rack> traits
+    (the nova-ext libvirt driver's ``[nova_ext] failure_domain``), with no
+    aggregate: the full ones are forbidden traits.
+    """
+
+    NOVA_EXT_FLAGS = dict(FailureDomainTestCase.NOVA_EXT_FLAGS,
+                          failure_domain_sources='traits')
+
+    def declare_racks(self):
+        for rack, hosts in self.racks.items():
+            trait = 'CUSTOM_NOVA_EXT_FD_RACK_' + rack.upper()
+            self._create_trait(trait)
+            for host in hosts:
+                provider = self._get_provider_uuid_by_host(host)
+                self._set_provider_traits(provider, self._get_provider_traits(
+                    provider) + [trait])
+
+    def test_full_racks_are_forbidden_traits(self):
+        self.assertOnlyRackR1IsReachableUnfiltered()
+        self.boot_one_per_rack('web')
+        self.assertEqual(
+            [set(), {'R1'}, {'R1', 'R2'}],
+            [self.forbidden_racks(q) for q in self.placement_queries])
+        self.assertEqual(set(), set().union(*map(
+            self.forbidden_aggregates, self.placement_queries)))
+
+    @staticmethod
+    def forbidden_racks(query):
+        prefix = '!CUSTOM_NOVA_EXT_FD_RACK_'
+        return {trait[len(prefix):] for trait
+                in query.get('root_required', '').split(',')
+                if trait.startswith(prefix)}
+
+
+class CandidateLimitLiftedForGroupsTest(FailureDomainTestCase):
+    """Nova's own cap, ``[scheduler] max_placement_results``, is not sent
+    for a request naming a server group: every host reaches the filters,
+    with or without the pre-filter.
+    """
+
+    NOVA_FLAGS = {'scheduler': {'max_placement_results': 2}}
+    NOVA_EXT_FLAGS = {'failure_domain_spread_weight_multiplier': 0.0}
+    PLACEMENT_MAX_CANDIDATES = -1
+
+    def test_group_requests_ask_placement_without_a_limit(self):
+        group = self.create_server_group('web')
+        self.boot('web-0', self.flavor, group, RACK_SPREAD)
+        self.boot('plain', self.flavor)
+        self.assertEqual(['r1', 'r2', 'r3'], sorted(
+            self.racks_seen_by_filters()[0]))
+        self.assertNotIn('limit', self.placement_queries[0])
+        self.assertEqual('2', self.placement_queries[1]['limit'])

@@ -109,7 +109,7 @@ class TestConfigureNova(ConfigureTestCase):
         self.assertIn('RAMWeigher', weighers)
         self.assertIn('BinPackingWeigher', weighers)
 
-        self.assertEqual(['maintenance', 'host_class'],
+        self.assertEqual(['maintenance', 'host_class', 'failure_domain'],
                          conf.nova_ext.request_filters)
         self.assertEqual('per_flavor', conf.nova_ext.quota_driver)
         for url in (conf.database.connection, conf.api_database.connection):

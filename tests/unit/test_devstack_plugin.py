@@ -173,7 +173,7 @@ class DevStackPluginTest(DevStackHarnessTestCase):
             one(conf, 'filter_scheduler', 'weight_classes'))
         self.assertEqual('10.0', one(conf, 'nova_ext',
                                      'bin_packing_weight_multiplier'))
-        self.assertEqual('maintenance,host_class',
+        self.assertEqual('maintenance,host_class,failure_domain',
                          one(conf, 'nova_ext', 'request_filters'))
         self.assertEqual('per_flavor', one(conf, 'nova_ext', 'quota_driver'))
         for section, db in (('database', 'nova_cell0'),

@@ -1,0 +1,154 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The failure_domain pre-filter: which domains it leaves out of placement's
+query, and when it must leave one in.
+"""
+
+import collections
+
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova import context as nova_context
+from nova import objects
+from nova import test
+
+from nova_ext import cache
+from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler.request_filters import failure_domain
+
+RACK = failure_domains.AGGREGATE_KEY_PREFIX + 'rack'
+SPREAD = {'nova_ext:spread_level': 'rack'}
+
+
+def aggregate(name, rack, *hosts):
+    return objects.Aggregate(uuid=getattr(uuids, name), name=name,
+                             metadata={RACK: rack}, hosts=list(hosts))
+
+
+def request(hints=SPREAD, extra_specs=None, policy='anti-affinity',
+            hosts=(), rebuild=False):
+    hints = {k: [v] for k, v in (hints or {}).items()}
+    if rebuild:
+        hints['_nova_check_type'] = ['rebuild']
+    group = objects.InstanceGroup(uuid=uuids.group, name='web',
+                                  policy=policy, hosts=list(hosts),
+                                  members=[])
+    return objects.RequestSpec(
+        scheduler_hints=hints, instance_uuid=uuids.new,
+        flavor=objects.Flavor(extra_specs=extra_specs or {}),
+        instance_group=group)
+
+
+class ExcludeFullDomainsTest(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.ctxt = nova_context.get_admin_context()
+        self.aggregates = [aggregate('r1a', 'r1', 'h1'),
+                           aggregate('r1b', 'r1', 'h2'),
+                           aggregate('r2', 'r2', 'h3', 'h4')]
+        self.trait_domains = {}
+        self.listings = 0
+
+        def listing(*args):
+            self.listings += 1
+            return [a for a in self.aggregates if args[-1] in a.metadata]
+
+        self.stub_out('nova.objects.AggregateList.get_by_metadata_key',
+                      listing)
+        self.stub_out('nova_ext.scheduler.failure_domains._trait_domains',
+                      lambda level: self.trait_domains)
+        # the domains of members' hosts are remembered per process
+        cache.forget_all()
+        failure_domains.live_members.clear()
+        self.addCleanup(failure_domains.live_members.clear)
+
+    def run_filter(self, spec):
+        applied = failure_domain.exclude_full_domains(self.ctxt, spec)
+        destination = (spec.requested_destination
+                       if 'requested_destination' in spec else None)
+        forbidden = set(destination.forbidden_aggregates or ()
+                        if destination else ())
+        return applied, forbidden, set(spec.root_forbidden)
+
+    def test_every_aggregate_of_a_full_rack_is_forbidden(self):
+        spec = request(hosts=['h1'])
+        self.assertEqual((True, {uuids.r1a, uuids.r1b}, set()),
+                         self.run_filter(spec))
+        self.assertIn('failure_domain request filter left rack r1 out of '
+                      'the placement query: it already holds the maximum '
+                      'of 1 member of server group web',
+                      failure_domains.live_members.reason())
+
+    def test_rack_below_its_maximum_is_left_in(self):
+        spec = request(dict(SPREAD, **{'nova_ext:spread_max_per_domain':
+                                       '2'}), hosts=['h1'])
+        self.assertEqual((False, set(), set()), self.run_filter(spec))
+        spec = request(dict(SPREAD, **{'nova_ext:spread_max_per_domain':
+                                       '2'}), hosts=['h1', 'h2'])
+        self.assertEqual((True, {uuids.r1a, uuids.r1b}, set()),
+                         self.run_filter(spec))
+
+    def test_flavor_extra_spec_asks_as_the_hint_does(self):
+        spec = request(None, extra_specs=SPREAD, hosts=['h3'])
+        self.assertEqual((True, {uuids.r2}, set()), self.run_filter(spec))
+
+    def test_soft_group_no_level_and_rebuild_are_left_alone(self):
+        for spec in (request(policy='soft-anti-affinity', hosts=['h1']),
+                     request(None, hosts=['h1']),
+                     request(hosts=['h1'], rebuild=True)):
+            self.assertEqual((False, set(), set()), self.run_filter(spec))
+
+    def test_malformed_request_is_left_to_the_filter(self):
+        for hints in ({'nova_ext:spread_level': 'rakc'},
+                      dict(SPREAD, **{'nova_ext:spread_max_per_domain':
+                                      'lots'})):
+            self.assertEqual((False, set(), set()),
+                             self.run_filter(request(hints, hosts=['h1'])))
+
+    def test_trait_declared_rack_is_a_forbidden_trait(self):
+        self.flags(failure_domain_sources=['traits'], group='nova_ext')
+        self.trait_domains = {'h1': {'R1'}, 'h2': {'R1'}, 'h3': {'R2'}}
+        self.assertEqual(
+            (True, set(), {'CUSTOM_NOVA_EXT_FD_RACK_R1'}),
+            self.run_filter(request(hosts=['h1'])))
+
+    def test_rack_declared_both_ways_is_excluded_both_ways(self):
+        self.aggregates = [aggregate('r1', 'R1', 'h1'),
+                           aggregate('r2', 'R2', 'h3')]
+        self.trait_domains = {'h1': {'R1'}, 'h2': {'R1'}}
+        self.assertEqual(
+            (True, {uuids.r1}, {'CUSTOM_NOVA_EXT_FD_RACK_R1'}),
+            self.run_filter(request(hosts=['h2'])))
+
+    def test_aggregate_holding_a_host_of_no_single_rack_stays(self):
+        # h2 is in r1 and r2: in no rack for the filter, which may accept
+        # it; forbidding r1's aggregate would remove it
+        self.aggregates.append(aggregate('r2b', 'r2', 'h2'))
+        self.assertEqual((False, set(), set()),
+                         self.run_filter(request(hosts=['h1'])))
+
+    def test_trait_on_a_host_an_aggregate_puts_elsewhere_stays(self):
+        # aggregates win: h3 carries R1's trait but is in rack r2
+        self.trait_domains = {'h5': {'R1'}, 'h3': {'R1'}}
+        self.assertEqual((False, set(), set()),
+                         self.run_filter(request(hosts=['h5'])))
+
+    def test_live_counts_win_over_the_conductors_hosts(self):
+        # spread_scheduling counted the group in placement without the
+        # server being moved, whose source host is still in group.hosts
+        spec = request(hosts=['h1'])
+        failure_domains.live_members.set(uuids.group, collections.Counter(),
+                                         1)
+        self.assertEqual((False, set(), set()), self.run_filter(spec))
+        failure_domains.live_members.set(uuids.group,
+                                         collections.Counter(h3=1), 1)
+        self.assertEqual((True, {uuids.r2}, set()), self.run_filter(spec))
+
+    def test_aggregates_are_remembered_for_the_cache_seconds(self):
+        self.run_filter(request(hosts=['h1']))
+        listed = self.listings
+        self.run_filter(request(hosts=['h1']))
+        self.assertEqual(listed, self.listings)
+        self.flags(failure_domain_cache_seconds=0, group='nova_ext')
+        self.run_filter(request(hosts=['h1']))
+        self.assertGreater(self.listings, listed)
