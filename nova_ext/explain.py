@@ -499,6 +499,54 @@ def aggregate_problems(host_manager, conf):
                 aggregate_keys.keys_read(conf))]
 
 
+def new_result(spec, host_manager, conf, stored=False):
+    """An explanation of ``spec`` with nothing decided yet."""
+    return {'stored_request_spec': stored,
+            'request': describe_request(spec),
+            'request_filters': [], 'placement_query': None,
+            'candidates': [], 'filters': [], 'hosts': [],
+            'selected': None, 'alternates': [], 'instances': [],
+            'no_valid_host': None,
+            # before any early return: a misspelled key can be why a
+            # request filter refused the request
+            'aggregate_problems': aggregate_problems(host_manager, conf)}
+
+
+def filter_and_weigh(result, host_manager, hosts, spec, conf):
+    """Fill ``result``'s filters, ranked hosts, selected host and
+    alternates for the candidate HostStates ``hosts``, as Nova decides for
+    the request's first instance; return Nova's sorted hosts ([] for no
+    valid host).
+    """
+    passed, filter_steps = run_filters(host_manager, hosts, spec)
+    for name, removed, error in filter_steps:
+        result['filters'].append({
+            'filter': name, 'error': error,
+            'removed': [{'host': host_name(host), 'reason': reason}
+                        for host, reason in removed]})
+    if not passed:
+        result['no_valid_host'] = _last_filter_reason(filter_steps)
+        return []
+
+    breakdown = weigh(host_manager, passed, spec)
+    weighed = host_manager.get_weighed_hosts(passed, spec)
+    for rank, obj in enumerate(weighed, 1):
+        result['hosts'].append({'rank': rank, 'host': host_name(obj.obj),
+                                'weight': obj.weight,
+                                'weighers': breakdown[host_name(obj.obj)]})
+    sorted_hosts = _sorted_hosts(host_manager, spec, passed, 0)
+    chosen = sorted_hosts[0]
+    result['selected'] = host_name(chosen)
+    result['random_choice'] = (conf.filter_scheduler.host_subset_size > 1
+                               or conf.filter_scheduler
+                               .shuffle_best_same_weighed_hosts)
+    result['alternates'] = [
+        host_name(host) for host in sorted_hosts[1:]
+        if host.cell_uuid == chosen.cell_uuid][
+            :max(0, conf.scheduler.max_attempts - 1)]
+    return sorted_hosts
+
+
 def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
     """Everything the scheduler would do with ``spec`` now, as a dict."""
     conf = cfg.CONF
@@ -506,15 +554,7 @@ def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
     placement = placement or report.report_client_singleton()
     if 'instance_group' in spec and spec.instance_group:
         scheduler_utils.setup_instance_group(ctxt, spec)
-    result = {'stored_request_spec': stored,
-              'request': describe_request(spec),
-              'request_filters': [], 'placement_query': None,
-              'candidates': [], 'filters': [], 'hosts': [],
-              'selected': None, 'alternates': [], 'instances': [],
-              'no_valid_host': None,
-              # before any early return: a misspelled key can be why a
-              # request filter refused the request
-              'aggregate_problems': aggregate_problems(host_manager, conf)}
+    result = new_result(spec, host_manager, conf, stored)
 
     steps, failure = apply_request_filters(ctxt, spec, host_manager)
     result['request_filters'] = steps
@@ -540,33 +580,10 @@ def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
                                    'candidates for the query')
         return result
 
-    passed, filter_steps = run_filters(host_manager, hosts, spec)
-    for name, removed, error in filter_steps:
-        result['filters'].append({
-            'filter': name, 'error': error,
-            'removed': [{'host': host_name(host), 'reason': reason}
-                        for host, reason in removed]})
-    if not passed:
-        result['no_valid_host'] = _last_filter_reason(filter_steps)
+    sorted_hosts = filter_and_weigh(result, host_manager, hosts, spec,
+                                    conf)
+    if not sorted_hosts:
         return result
-
-    breakdown = weigh(host_manager, passed, spec)
-    weighed = host_manager.get_weighed_hosts(passed, spec)
-    for rank, obj in enumerate(weighed, 1):
-        result['hosts'].append({'rank': rank, 'host': host_name(obj.obj),
-                                'weight': obj.weight,
-                                'weighers': breakdown[host_name(obj.obj)]})
-    scheduler = types.SimpleNamespace(host_manager=host_manager)
-    sorted_hosts = upstream.sorted_hosts(scheduler, spec, passed, 0)
-    chosen = sorted_hosts[0]
-    result['selected'] = host_name(chosen)
-    result['random_choice'] = (conf.filter_scheduler.host_subset_size > 1
-                               or conf.filter_scheduler
-                               .shuffle_best_same_weighed_hosts)
-    result['alternates'] = [
-        host_name(host) for host in sorted_hosts[1:]
-        if host.cell_uuid == chosen.cell_uuid][
-            :max(0, conf.scheduler.max_attempts - 1)]
     if spec.num_instances > 1:
         explain_instances(result, host_manager, spec, sorted_hosts,
                           summaries, conf)
@@ -744,7 +761,9 @@ def write_table(result, out, top=TOP_HOSTS):
         print('group %s (%s): %d member(s) on %s' % (
             group['name'], group['policy'], len(group['members']),
             ', '.join(group['hosts']) or 'no host'), file=out)
-    print('request filters:', file=out)
+    if result['request_filters']:
+        # the simulator models the pre-filters: it runs none of them
+        print('request filters:', file=out)
     for step in result['request_filters']:
         print('  %-40s %s%s' % (
             step['name'], 'applied' if step['applied'] else 'skipped',
