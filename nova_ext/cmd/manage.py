@@ -20,7 +20,7 @@
                               [--undo] [--dry-run]
     nova-ext-manage simulate [--cluster FILE] [--workload FILE]
                              [--conf FILE ...] [--seed N] [--arrivals N]
-                             [--plot DIR] [--json FILE]
+                             [--plot DIR] [--json FILE] [--explain N]
     nova-ext-manage explain (--flavor F [--image I] [--hint K=V ...]
                              [--group G] [--project P] [--az Z]
                              | --server UUID) [--num N]
@@ -516,6 +516,11 @@ class SimulateCommands(Command):
         parser.add_argument('--json', metavar='FILE',
                             help="write the results as JSON to FILE ('-': "
                                  "standard output, instead of the table)")
+        parser.add_argument('--explain', type=int, metavar='N',
+                            help="for arrival N (1: the first) in each "
+                                 "configuration, what nova-ext-manage "
+                                 "explain shows: which filter removed each "
+                                 "host, each weigher's share, the pick")
 
     def needs_nova_conf(self, args):
         # it models a cluster; each fragment is applied on Nova's defaults
@@ -551,14 +556,17 @@ class SimulateCommands(Command):
         workload = model.load_workload(example(args.workload), args.seed)
         if args.arrivals is not None:
             workload.arrivals = workload.arrivals[:max(0, args.arrivals)]
+        self.check_explain(args.explain, len(workload.arrivals))
         comparison = engine.compare(
             cluster, workload, configs,
             progress_factory=lambda name, total: report.Progress(
-                name, total, err))
+                name, total, err), explain_arrival=args.explain)
         if args.json == '-':
             report.write_json(comparison, out)
         else:
             report.table(comparison, out)
+            if args.explain is not None:
+                report.explanations(comparison, out)
         try:
             if args.json and args.json != '-':
                 with open(args.json, 'w') as stream:
@@ -570,6 +578,15 @@ class SimulateCommands(Command):
             raise CommandError('cannot write %s: %s' % (
                 error.filename, error.strerror))
         return 0
+
+    @staticmethod
+    def check_explain(arrival, arrivals):
+        # before the replay, which can take minutes
+        if arrival is not None and not 1 <= arrival <= arrivals:
+            raise CommandError(
+                '--explain %d: no such arrival; this run replays %s' % (
+                    arrival, 'arrivals 1 to %d' % arrivals if arrivals
+                    else 'none'))
 
 
 class ExplainCommands(Command):

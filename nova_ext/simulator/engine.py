@@ -51,6 +51,7 @@ from oslo_config import cfg
 from oslo_utils import timeutils
 
 from nova_ext import errors
+from nova_ext import explain
 from nova_ext.simulator import model as sim_model
 from nova_ext import upstream
 
@@ -166,9 +167,14 @@ class Result:
     placements: ty.List[ty.Optional[str]]
     utilisation: ty.List[ty.Tuple[int, float, float, float]]
     percent_of_bound: ty.Optional[float] = None
+    # explain's breakdown of the arrival asked for; None when not asked or
+    # not reached (the run stopped at its first NoValidHost)
+    explain: ty.Optional[dict] = None
 
     def as_dict(self, with_placements=False):
         data = dataclasses.asdict(self)
+        # the comparison lists the breakdowns together, under "explain"
+        data.pop('explain')
         if not with_placements:
             data.pop('placements')
         return data
@@ -183,15 +189,22 @@ class Comparison:
     volume_bound: int
     bound_excludes_maintenance: bool
     results: ty.List[Result]
+    explain_arrival: ty.Optional[int] = None   # 1-based
 
     def as_dict(self, with_placements=False):
-        return {
+        data = {
             'cluster': self.cluster, 'workload': self.workload,
             'seed': self.seed, 'hosts': self.hosts,
             'volume_bound': self.volume_bound,
             'bound_excludes_maintenance': self.bound_excludes_maintenance,
             'results': [r.as_dict(with_placements) for r in self.results],
         }
+        if self.explain_arrival is not None:
+            data['explain'] = {
+                'arrival': self.explain_arrival,
+                'configs': [{'config': r.config, 'explanation': r.explain}
+                            for r in self.results]}
+        return data
 
 
 def volume_bound(workload, capacity):
@@ -288,19 +301,23 @@ class Simulation:
 
     # -- one configuration --
 
-    def run(self, config_path, name=None, progress=None, seed=None):
+    def run(self, config_path, name=None, progress=None, seed=None,
+            explain_arrival=None):
         """Replay the workload with the nova.conf fragment ``config_path``
-        applied on top of Nova's defaults; return a :class:`Result`.
+        applied on top of Nova's defaults; return a :class:`Result`, with
+        explain's breakdown of arrival ``explain_arrival`` (1-based).
         """
         import nova.conf
         conf = nova.conf.CONF
         applied = apply_fragment(conf, config_path)
         try:
-            return self._run(conf, config_path, name, progress, seed)
+            return self._run(conf, config_path, name, progress, seed,
+                             explain_arrival)
         finally:
             clear_fragment(conf, applied)
 
-    def _run(self, conf, config_path, name, progress, seed):
+    def _run(self, conf, config_path, name, progress, seed,
+             explain_arrival):
         from nova import exception
         from nova import objects
 
@@ -366,7 +383,7 @@ class Simulation:
                 conf, config_path, name, progress, host_manager, scheduler,
                 states, capacity, used, instances_on, index_of, allowed,
                 classes, classed, route, isolation, hosts_with_image,
-                image_instances, objects, domains)
+                image_instances, objects, domains, explain_arrival)
         finally:
             image_locality.use_source(None)
             failure_domains.use_source(None)
@@ -394,7 +411,8 @@ class Simulation:
     def _replay(self, conf, config_path, name, progress, host_manager,
                 scheduler, states, capacity, used, instances_on, index_of,
                 allowed, classes, classed, route, isolation,
-                hosts_with_image, image_instances, objects, domains):
+                hosts_with_image, image_instances, objects, domains,
+                explain_arrival):
         from nova_ext.scheduler.request_filters import host_class
 
         workload = self.workload
@@ -421,6 +439,7 @@ class Simulation:
         utilisation = []
         last_heartbeat = time.monotonic()
         rng_uuid = random.Random(workload.seed)
+        explanation = None
 
         def heartbeat():
             stamp = timeutils.utcnow()
@@ -497,6 +516,9 @@ class Simulation:
 
             spec = self._request_spec(arrival, instance_uuid, flavors,
                                       images, groups, objects)
+            if arrival.index + 1 == explain_arrival:
+                explanation = self._explain(conf, host_manager, spec,
+                                            candidates, amounts, reason)
             start = time.perf_counter()
             chosen = None
             if candidates:
@@ -587,7 +609,42 @@ class Simulation:
             weighers=[type(w).__name__ for w in host_manager.weighers],
             placements=[None if p is None else hosts[p].name
                         for p in placements],
-            utilisation=utilisation)
+            utilisation=utilisation, explain=explanation)
+
+    def _explain(self, conf, host_manager, spec, candidates, amounts,
+                 reason):
+        """explain's breakdown of ``spec`` on the placement candidates, just
+        before the replay decides it. Nova's pick is random with
+        ``host_subset_size`` or ``shuffle_best_same_weighed_hosts``: the
+        random state is given back, so the replay's own pick draws the same
+        and the run is the same as without the breakdown.
+        """
+        result = explain.new_result(spec, host_manager, conf)
+        result['placement_query'] = self._modelled_query(conf, amounts)
+        result['candidates'] = sorted(explain.host_name(host)
+                                      for host in candidates)
+        if not candidates:
+            result['no_valid_host'] = reason or 'placement: no host has room'
+            return result
+        random_state = random.getstate()
+        try:
+            # a clone: nothing the filters or weighers do to the request
+            # reaches the replay's
+            explain.filter_and_weigh(result, host_manager, candidates,
+                                     spec.obj_clone(), conf)
+        finally:
+            random.setstate(random_state)
+        return result
+
+    @staticmethod
+    def _modelled_query(conf, amounts):
+        query = ('modelled: hosts with VCPU:%d, MEMORY_MB:%d, DISK_GB:%d '
+                 'free' % tuple(amounts))
+        modelled = [name for name in ('maintenance', 'host_class')
+                    if name in conf.nova_ext.request_filters]
+        if modelled:
+            query += ', pre-selected by %s' % ', '.join(modelled)
+        return query
 
     def _request_spec(self, arrival, instance_uuid, flavors, images, groups,
                       objects):
@@ -655,8 +712,11 @@ class Simulation:
                 {k: free[r] * pct[r] for r, k in enumerate(RESOURCES)})
 
 
-def compare(cluster, workload, configs, progress_factory=None):
-    """Run every ``(name, path)`` of ``configs``; return a Comparison."""
+def compare(cluster, workload, configs, progress_factory=None,
+            explain_arrival=None):
+    """Run every ``(name, path)`` of ``configs``; return a Comparison, with
+    explain's breakdown of arrival ``explain_arrival`` (1-based) in each.
+    """
     import nova.conf
 
     simulation = Simulation(cluster, workload)
@@ -668,8 +728,9 @@ def compare(cluster, workload, configs, progress_factory=None):
         else:
             progress = None
         try:
-            results.append(simulation.run(path, name=name,
-                                          progress=progress))
+            results.append(simulation.run(
+                path, name=name, progress=progress,
+                explain_arrival=explain_arrival))
         finally:
             if progress is not None:
                 progress(None)
@@ -685,4 +746,5 @@ def compare(cluster, workload, configs, progress_factory=None):
         result.percent_of_bound = (100.0 * result.placed_before_first_failure
                                    / bound if bound else None)
     return Comparison(cluster.path, workload.path, workload.seed,
-                      len(cluster.hosts), bound, all_exclude, results)
+                      len(cluster.hosts), bound, all_exclude, results,
+                      explain_arrival)

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 
+from nova_ext import explain
 from nova_ext.simulator import engine
 
 
@@ -106,9 +107,24 @@ def table(comparison, out=sys.stdout):
               if comparison.bound_excludes_maintenance else ''), file=out)
 
 
+def explanations(comparison, out=sys.stdout):
+    """explain's table for the arrival ``--explain`` names, once per
+    configuration.
+    """
+    for result in comparison.results:
+        print('\narrival %d with %s:' % (comparison.explain_arrival,
+                                         result.config), file=out)
+        if result.explain is None:
+            print('not replayed: this configuration stopped at its first '
+                  'NoValidHost before it', file=out)
+        else:
+            explain.write_table(result.explain, out)
+
+
 def write_json(comparison, out, with_placements=False):
+    # default=str: as explain's --json, for values JSON has no type for
     json.dump(comparison.as_dict(with_placements), out, indent=2,
-              sort_keys=True)
+              sort_keys=True, default=str)
     out.write('\n')
 
 
