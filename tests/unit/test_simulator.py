@@ -58,7 +58,8 @@ class SimulatorTestCase(test.NoDBTestCase):
             out.write(textwrap.dedent(text))
         return path
 
-    def compare(self, cluster_text, workload_text, *configs, extra=None):
+    def compare(self, cluster_text, workload_text, *configs, extra=None,
+                explain_arrival=None):
         cluster = model.load_cluster(self.write('cluster.yaml',
                                                 cluster_text))
         workload = model.load_workload(self.write('workload.yaml',
@@ -67,7 +68,8 @@ class SimulatorTestCase(test.NoDBTestCase):
                  for name in configs]
         for name, text in (extra or {}).items():
             paths.append((name, self.write(name + '.conf', text)))
-        return engine.compare(cluster, workload, paths)
+        return engine.compare(cluster, workload, paths,
+                              explain_arrival=explain_arrival)
 
 
 class HandWorkedPlacementsTest(SimulatorTestCase):
@@ -323,3 +325,141 @@ class ImageLocalityTest(SimulatorTestCase):
         self.assertEqual(['h-001', 'h-001', 'h-002', 'h-002'],
                          locality.placements)
         self.assertEqual(2, locality.image_downloads)
+
+
+# Nova picks at random among the two best hosts.
+RANDOM_PICK = '[filter_scheduler]\nhost_subset_size = 2\n'
+
+
+def without_timings(comparison):
+    data = comparison.as_dict(with_placements=True)
+    for result in data['results']:
+        # wall-clock times differ from run to run
+        del result['schedule_ms_mean'], result['schedule_ms_p95']
+    return data
+
+
+class ExplainArrivalTest(SimulatorTestCase):
+
+    def test_picked_host_is_the_simulators_in_every_configuration(self):
+        for arrival in range(1, 6):
+            result = self.compare(TWO_HOSTS, SEQUENCE, 'nova-defaults',
+                                  'nova-packing', 'nova-ext-bin-packing',
+                                  extra={'random': RANDOM_PICK},
+                                  explain_arrival=arrival)
+            for config in result.results:
+                explanation = config.explain
+                self.assertIsNotNone(explanation, config.config)
+                self.assertEqual(config.placements[arrival - 1],
+                                 explanation['selected'],
+                                 (config.config, arrival))
+                if explanation['selected'] is None:
+                    self.assertTrue(explanation['no_valid_host'])
+                elif not explanation['random_choice']:
+                    self.assertEqual(explanation['selected'],
+                                     explanation['hosts'][0]['host'])
+
+    def test_weighers_are_broken_down(self):
+        packing = self.compare(TWO_HOSTS, SEQUENCE, 'nova-packing',
+                               explain_arrival=2).results[0].explain
+        # h-001 took the first "small": both hosts are candidates
+        self.assertEqual(['h-001', 'h-002'], packing['candidates'])
+        self.assertEqual(['h-001', 'h-002'],
+                         [host['host'] for host in packing['hosts']])
+        ram = [weigher for weigher in packing['hosts'][0]['weighers']
+               if weigher['weigher'] == 'RAMWeigher'][0]
+        self.assertEqual(-1.0, ram['multiplier'])
+        self.assertEqual(6144, ram['raw'])
+        self.assertEqual(ram['multiplier'] * ram['normalised'],
+                         ram['contribution'])
+        self.assertEqual('small', packing['request']['flavor']['name'])
+
+    def test_filter_removed_host_is_named_with_its_filter(self):
+        spread = self.compare(FailureDomainTest.CLUSTER,
+                              FailureDomainTest.WORKLOAD,
+                              'nova-ext-failure-domain',
+                              explain_arrival=2).results[0]
+        removed = {step['filter']: step['removed']
+                   for step in spread.explain['filters']}
+        self.assertEqual([{'host': 'h-001', 'reason': None}],
+                         removed['ServerGroupAntiAffinityFilter'])
+        self.assertEqual(
+            [{'host': 'h-002', 'reason': 'rack r001 already holds 1 '
+              'member(s) of the group (max 1)'}],
+            removed['FailureDomainAntiAffinityFilter'])
+        self.assertEqual('h-003', spread.explain['selected'])
+        self.assertEqual('h-003', spread.placements[1])
+
+    def test_replay_is_the_same_with_and_without_explain(self):
+        configs = ('nova-defaults', 'nova-ext-bin-packing')
+        extra = {'random': RANDOM_PICK}
+        plain = self.compare(TWO_HOSTS, SEQUENCE, *configs, extra=extra)
+        for arrival in (1, 3):
+            explained = self.compare(TWO_HOSTS, SEQUENCE, *configs,
+                                     extra=extra, explain_arrival=arrival)
+            data = without_timings(explained)
+            self.assertEqual(arrival, data.pop('explain')['arrival'])
+            self.assertEqual(without_timings(plain), data)
+
+    def test_arrival_after_the_first_failure_is_not_replayed(self):
+        workload = SEQUENCE + '  - {flavor: small, image: a}\n'
+        packing = self.compare(TWO_HOSTS, workload, 'nova-packing',
+                               explain_arrival=6).results[0]
+        self.assertIsNone(packing.explain)
+
+
+class ExplainCommandTest(SimulatorTestCase):
+
+    def simulate(self, *extra):
+        args = manage.build_parser().parse_args([
+            'simulate', '--cluster', self.write('c.yaml', TWO_HOSTS),
+            '--workload', self.write('w.yaml', SEQUENCE),
+            '--conf', 'nova-packing', '--conf', 'nova-defaults'] + list(extra))
+        out = io.StringIO()
+        self.assertEqual(0, manage.CATEGORIES['simulate'].run(
+            args, None, out, err=io.StringIO()))
+        return out.getvalue()
+
+    def test_table_then_one_breakdown_per_configuration(self):
+        out = self.simulate('--explain', '2')
+        table, packing = out.split('\narrival 2 with nova-packing:\n')
+        packing, defaults = packing.split(
+            '\narrival 2 with nova-defaults:\n')
+        self.assertIn('placed before 1st NoValidHost', table)
+        # hand-worked: stacking puts the second "small" on h-001, spreading
+        # on h-002
+        self.assertIn('selected: h-001\n', packing)
+        self.assertIn('selected: h-002\n', defaults)
+        self.assertIn('flavor small: 1 VCPU, 2048 MB RAM', packing)
+
+    def test_json_has_the_breakdowns_under_explain(self):
+        data = json.loads(self.simulate('--explain', '5', '--json', '-'))
+        self.assertEqual(5, data['explain']['arrival'])
+        self.assertEqual(['nova-packing', 'nova-defaults'],
+                         [c['config'] for c in data['explain']['configs']])
+        for config in data['explain']['configs']:
+            self.assertIsNone(config['explanation']['selected'])
+            self.assertTrue(config['explanation']['no_valid_host'])
+
+    def test_no_explain_no_breakdown(self):
+        self.assertNotIn('\narrival ', self.simulate())
+        self.assertNotIn('explain',
+                         json.loads(self.simulate('--json', '-')))
+
+    def test_arrival_outside_the_run_is_refused_before_replaying(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova_ext.simulator.engine.compare',
+            side_effect=AssertionError('replayed')))
+        cluster = self.write('c.yaml', TWO_HOSTS)
+        workload = self.write('w.yaml', SEQUENCE)
+        for explain, arrivals in (('0', '5'), ('-1', '5'), ('6', '5'),
+                                  ('4', '3')):
+            err = io.StringIO()
+            self.assertEqual(1, manage.main([
+                'simulate', '--cluster', cluster, '--workload', workload,
+                '--conf', 'nova-packing', '--arrivals', arrivals,
+                '--explain', explain], err=err))
+            self.assertEqual(
+                ['nova-ext-manage: --explain %s: no such arrival; this run '
+                 'replays arrivals 1 to %s' % (explain, arrivals)],
+                err.getvalue().splitlines())
