@@ -35,6 +35,7 @@ from oslo_log import log as logging
 from stevedore import named
 
 from nova import exception
+from nova import objects
 
 from nova_ext import conf as ext_conf
 from nova_ext import upstream
@@ -46,6 +47,16 @@ LOG = logging.getLogger(__name__)
 NAMESPACE = 'nova_ext.scheduler.request_filters'
 
 _lock = threading.Lock()
+
+
+def destination(request_spec):
+    """The request spec's ``requested_destination``, made if it has none:
+    where a pre-filter adds required or forbidden aggregates.
+    """
+    if ('requested_destination' not in request_spec or
+            request_spec.requested_destination is None):
+        request_spec.requested_destination = objects.Destination()
+    return request_spec.requested_destination
 
 
 def _guarded(name, function):

@@ -48,6 +48,7 @@ from nova.scheduler import utils as scheduler_utils
 
 from nova_ext import cache
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler import request_filters
 
 LOG = logging.getLogger(__name__)
 
@@ -170,13 +171,6 @@ def _reason(request, excluded):
                 group.uuid))
 
 
-def _destination(request_spec):
-    if ('requested_destination' not in request_spec or
-            request_spec.requested_destination is None):
-        request_spec.requested_destination = objects.Destination()
-    return request_spec.requested_destination
-
-
 @request_filter.trace_request_filter
 def exclude_full_domains(ctxt, request_spec):
     request = _hard_spread(request_spec)
@@ -188,7 +182,8 @@ def exclude_full_domains(ctxt, request_spec):
     aggregates, traits, excluded = _exclusions(
         _Declared(ctxt, request), full)
     if aggregates:
-        _destination(request_spec).append_forbidden_aggregates(aggregates)
+        request_filters.destination(request_spec).append_forbidden_aggregates(
+            aggregates)
     request_spec.root_forbidden.update(traits)
     LOG.debug('failure_domain request filter: instance %s: %s %s full; '
               'forbidden aggregates %s, traits %s',

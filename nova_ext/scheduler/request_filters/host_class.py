@@ -25,6 +25,7 @@ from nova.scheduler import request_filter
 
 from nova_ext import cache
 from nova_ext.scheduler import aggregate_keys
+from nova_ext.scheduler import request_filters
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -62,13 +63,6 @@ def requested_class(ctxt, request_spec):
     return _image_class(ctxt, image)
 
 
-def _destination(request_spec):
-    if ('requested_destination' not in request_spec or
-            request_spec.requested_destination is None):
-        request_spec.requested_destination = objects.Destination()
-    return request_spec.requested_destination
-
-
 @request_filter.trace_request_filter
 def route_to_host_class(ctxt, request_spec):
     host_class = requested_class(ctxt, request_spec)
@@ -79,7 +73,8 @@ def route_to_host_class(ctxt, request_spec):
     if not host_class:
         classed = {agg.uuid for agg in aggregates}
         if classed:
-            _destination(request_spec).append_forbidden_aggregates(classed)
+            request_filters.destination(
+                request_spec).append_forbidden_aggregates(classed)
         return True
     matching = [agg.uuid for agg in aggregates
                 if agg.metadata.get(AGGREGATE_KEY) == host_class]
@@ -88,7 +83,7 @@ def route_to_host_class(ctxt, request_spec):
         raise exception.RequestFilterFailed(
             reason='no host aggregate has %s=%s (classes: %s)'
             % (AGGREGATE_KEY, host_class, ', '.join(known) or 'none'))
-    _destination(request_spec).require_aggregates(matching)
+    request_filters.destination(request_spec).require_aggregates(matching)
     LOG.debug('host_class request filter: class %s -> aggregates %s',
               host_class, ','.join(matching))
     return True
