@@ -45,13 +45,13 @@ from nova import objects
 from nova.scheduler.client import report
 from nova.scheduler import host_manager as nova_host_manager
 from nova.scheduler import utils as scheduler_utils
-from nova import weights as nova_weights
 
 from nova_ext import configure
 from nova_ext import errors
 from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler import request_filters as ext_request_filters
+from nova_ext.scheduler import weights as ext_weights
 from nova_ext import upstream
 
 CONF = nova.conf.CONF
@@ -328,19 +328,19 @@ def run_filters(host_manager, hosts, spec, index=0):
 
 def weigh(host_manager, hosts, spec):
     """Each weigher's raw, normalised, multiplier and contribution per host,
-    computed as nova.weights.BaseWeightHandler does.
+    computed as nova.weights.BaseWeightHandler does; the weighers nova-ext
+    runs in its one slot (``NovaExtWeighers``) are shown one by one.
     """
     handler = host_manager.weight_handler
     weighed = [handler.object_class(host, 0.0) for host in hosts]
     breakdown = {host_name(host): [] for host in hosts}
     if len(weighed) <= 1:
         return breakdown
-    for weigher in host_manager.weighers:
-        raw = weigher.weigh_objects(weighed, spec)
-        normalised = list(nova_weights.normalize(
-            raw, minval=weigher.minval, maxval=weigher.maxval))
-        for obj, raw_value, value in zip(weighed, raw, normalised):
-            multiplier = weigher.weight_multiplier(obj.obj)
+    for weigher in ext_weights.expand(host_manager.weighers):
+        raw, normalised, multipliers = ext_weights.scores(weigher, weighed,
+                                                          spec)
+        for obj, raw_value, value, multiplier in zip(weighed, raw, normalised,
+                                                     multipliers):
             breakdown[host_name(obj.obj)].append({
                 'weigher': type(weigher).__name__, 'raw': raw_value,
                 'normalised': value, 'multiplier': multiplier,

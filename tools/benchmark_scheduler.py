@@ -26,9 +26,10 @@ weighers. Two configurations are compared:
   ServerGroupAntiAffinityFilter, ServerGroupAffinityFilter) and every
   upstream weigher (``nova.scheduler.weights.all_weighers``), all with their
   default options;
-* +nova-ext: the same, plus FailureDomainAntiAffinityFilter (last) and every
-  weigher of ``nova_ext.scheduler.weights.all_weighers`` (after Nova's), all
-  with their default ``[nova_ext]`` options.
+* +nova-ext: the same, plus FailureDomainAntiAffinityFilter (last) and
+  ``nova_ext.scheduler.weights.all_weighers`` (after Nova's): one weigher,
+  NovaExtWeighers, running every nova-ext weigher, all with their default
+  ``[nova_ext]`` options.
 
 Filter and weigher classes are loaded as ``HostManager`` loads them: through
 ``get_matching_classes()`` on the ``all_filters``/``all_weighers`` paths an
@@ -635,6 +636,14 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
     return result
 
 
+def _weigher_name(weigher):
+    parts = getattr(weigher, 'parts', None)
+    if parts is None:
+        return type(weigher).__name__
+    return '%s (%s)' % (type(weigher).__name__,
+                        ', '.join(type(part).__name__ for part in parts))
+
+
 def describe(configs):
     lines = []
     for name in CONFIG_NAMES:
@@ -642,7 +651,7 @@ def describe(configs):
         lines.append('%s filters: %s' % (name, ', '.join(
             type(f).__name__ for f in config['filters'])))
         lines.append('%s weighers: %s' % (name, ', '.join(
-            type(w).__name__ for w in config['weighers'])))
+            _weigher_name(w) for w in config['weighers'])))
     return lines
 
 

@@ -52,6 +52,7 @@ from oslo_utils import timeutils
 
 from nova_ext import errors
 from nova_ext import explain
+from nova_ext.scheduler import weights
 from nova_ext.simulator import model as sim_model
 from nova_ext import upstream
 
@@ -606,7 +607,8 @@ class Simulation:
             schedule_ms_p95=times_ms[min(len(times_ms) - 1,
                                          int(0.95 * len(times_ms)))],
             filters=[type(f).__name__ for f in host_manager.enabled_filters],
-            weighers=[type(w).__name__ for w in host_manager.weighers],
+            weighers=[type(w).__name__ for w in
+                      weights.expand(host_manager.weighers)],
             placements=[None if p is None else hosts[p].name
                         for p in placements],
             utilisation=utilisation, explain=explanation)

@@ -107,7 +107,7 @@ class TestConfigureNova(ConfigureTestCase):
                     nova_weights.HostWeightHandler().get_matching_classes(
                         scheduler.weight_classes)]
         self.assertIn('RAMWeigher', weighers)
-        self.assertIn('BinPackingWeigher', weighers)
+        self.assertIn('NovaExtWeighers', weighers)
 
         self.assertEqual(['maintenance', 'host_class', 'failure_domain'],
                          conf.nova_ext.request_filters)

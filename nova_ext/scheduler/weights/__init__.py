@@ -6,6 +6,11 @@ Operators list :func:`all_weighers` beside Nova's own in nova.conf::
     [filter_scheduler]
     weight_classes = nova.scheduler.weights.all_weighers,
                      nova_ext.scheduler.weights.all_weighers
+
+It hands Nova one weigher, :class:`NovaExtWeighers`, which runs every
+weigher of the ``nova_ext.scheduler.weights`` entry-point namespace. A
+weigher's class path (``nova_ext.scheduler.weights.bin_packing.
+BinPackingWeigher``) still loads that weigher on its own.
 """
 
 import threading
@@ -15,6 +20,7 @@ from oslo_log import log as logging
 
 from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights
+from nova import weights as nova_weights
 
 from nova_ext import conf as ext_conf
 from nova_ext import loader
@@ -46,13 +52,100 @@ def yields_to_group_policy(spec_obj, served=()):
 
 
 def all_weighers():
-    """Every weigher class registered in the ``nova_ext.scheduler.weights``
-    entry-point namespace, ours and third parties'.
+    """One weigher, :class:`NovaExtWeighers`, holding every weigher class
+    registered in the ``nova_ext.scheduler.weights`` entry-point namespace,
+    ours and third parties'.
     """
     # nova-scheduler calls this once at start: the moment to activate
     # the request filters nova.conf asks for.
     request_filters.activate()
+    return [NovaExtWeighers]
+
+
+def plugin_weighers():
+    """Every weigher class of the entry-point namespace."""
     return loader.load_plugin_classes(NAMESPACE, weights.BaseHostWeigher)
+
+
+def scores(weigher, weighed_obj_list, spec_obj):
+    """(raw weights, normalised weights, multipliers) of ``weigher`` for
+    each object, computed as Nova's ``BaseWeightHandler`` computes them; the
+    object's score is multiplier x normalised weight.
+    """
+    raw = weigher.weigh_objects(weighed_obj_list, spec_obj)
+    normalised = list(nova_weights.normalize(
+        raw, minval=weigher.minval, maxval=weigher.maxval))
+    multipliers = [weigher.weight_multiplier(obj.obj)
+                   for obj in weighed_obj_list]
+    return raw, normalised, multipliers
+
+
+def expand(weighers):
+    """``weighers`` with each :class:`NovaExtWeighers` replaced by the
+    weighers it runs, for whoever explains a ranking weigher by weigher.
+    """
+    for weigher in weighers:
+        if isinstance(weigher, NovaExtWeighers):
+            yield from weigher.parts
+        else:
+            yield weigher
+
+
+class NovaExtWeighers(weights.BaseHostWeigher):
+    """Every nova-ext weigher in one slot of Nova's weight handler.
+
+    Nova's ``BaseWeightHandler.get_weighed_objects`` pays a price per
+    weigher and per host whatever the log level: two debug-log dict
+    comprehensions, a formatted string and a ``weight_multiplier`` call. At
+    10,000 hosts that costs more than a nova-ext weigher itself
+    (doc/source/benchmark.rst). This weigher runs each weigher of the
+    entry-point namespace exactly as the handler would (:func:`scores`) and
+    returns the sum of their scores, which the handler takes unchanged:
+    normalising between ``minval`` 0 and ``maxval`` 1 is the identity, and
+    the multiplier is 1. The ranking is the one the weighers would give one
+    by one.
+
+    A weigher that raises is logged and left out of that request, so a
+    broken third-party weigher costs its own vote, not the scheduler.
+    """
+
+    minval = 0.0
+    maxval = 1.0
+
+    def __init__(self):
+        super().__init__()
+        self.parts = [cls() for cls in plugin_weighers()]
+
+    def weight_multiplier(self, host_state):
+        return 1.0
+
+    def weigh_objects(self, weighed_obj_list, spec_obj):
+        totals = [0.0] * len(weighed_obj_list)
+        debug = LOG.isEnabledFor(logging.DEBUG)
+        for part in self.parts:
+            try:
+                _raw, normalised, multipliers = scores(
+                    part, weighed_obj_list, spec_obj)
+            except Exception:
+                LOG.exception("nova-ext: %s failed for instance %s; it is "
+                              "left out of this request's weighing",
+                              type(part).__name__,
+                              getattr(spec_obj, 'instance_uuid', None))
+                continue
+            for i, (weight, multiplier) in enumerate(
+                    zip(normalised, multipliers)):
+                totals[i] += multiplier * weight
+            if debug:
+                LOG.debug("%s: score (multiplier * weight) %s",
+                          type(part).__name__,
+                          {(obj.obj.host, obj.obj.nodename): '%s * %s' % (
+                              multiplier, weight) for obj, weight, multiplier
+                           in zip(weighed_obj_list, normalised, multipliers)})
+        return totals
+
+    def _weigh_object(self, host_state, spec_obj):
+        return self.weigh_objects(
+            [nova_weights.WeighedObject(host_state, 0.0)], spec_obj)[0]
 
 
 class PerRequestWeigher(weights.BaseHostWeigher):

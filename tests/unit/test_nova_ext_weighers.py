@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""NovaExtWeighers: every nova-ext weigher in one slot of Nova's handler,
+ranking hosts exactly as the weighers would one by one.
+"""
+
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova import objects
+from nova.scheduler import weights as nova_scheduler_weights
+from nova import test
+from nova.tests.unit.scheduler import fakes
+
+from nova_ext.scheduler import weights
+from nova_ext.scheduler.weights import bin_packing
+from nova_ext.scheduler.weights import failure_domain_spread
+from nova_ext.scheduler.weights import image_locality
+
+RACK_KEY = 'nova_ext:failure_domain:rack'
+
+
+def aggregate(agg_id, metadata):
+    return objects.Aggregate(id=agg_id, name='agg%d' % agg_id,
+                             metadata=metadata)
+
+
+def host(index, aggregates):
+    name = 'host%d' % index
+    return fakes.FakeHostState(name, name, {
+        'vcpus_total': 16, 'vcpus_used': index % 7,
+        'cpu_allocation_ratio': 1.0,
+        'total_usable_ram_mb': 32768,
+        'free_ram_mb': 32768 - 1024 * (index * 5 % 13),
+        'ram_allocation_ratio': 1.0,
+        'total_usable_disk_gb': 100, 'free_disk_mb': 90 * 1024,
+        'disk_allocation_ratio': 1.0, 'aggregates': aggregates,
+        'instances': {}})
+
+
+def request():
+    group = objects.InstanceGroup(
+        uuid=uuids.group, policy='anti-affinity', members=[uuids.member],
+        hosts=['host0'])
+    return objects.RequestSpec(
+        flavor=objects.Flavor(vcpus=2, memory_mb=2048, root_gb=10,
+                              ephemeral_gb=0, swap=0, extra_specs={}),
+        image=objects.ImageMeta.from_dict({'id': uuids.image}),
+        is_bfv=False, instance_uuid=uuids.new, instance_group=group,
+        scheduler_hints={'nova_ext:spread_level': ['rack']})
+
+
+class Exploding(nova_scheduler_weights.BaseHostWeigher):
+
+    def _weigh_object(self, host_state, spec_obj):
+        raise RuntimeError('boom')
+
+
+class NovaExtWeighersTest(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        # three racks; rack r2 doubles the packing multiplier, as an
+        # operator would with aggregate metadata
+        racks = [aggregate(1, {RACK_KEY: 'r0'}),
+                 aggregate(2, {RACK_KEY: 'r1'}),
+                 aggregate(3, {RACK_KEY: 'r2', 'nova_ext:'
+                               'bin_packing_weight_multiplier': '2.0'})]
+        self.hosts = [host(i, [racks[i % 3]]) for i in range(12)]
+        self.handler = nova_scheduler_weights.HostWeightHandler()
+        self.flags(failure_domain_spread_weight_multiplier=3.0,
+                   image_locality_weight_multiplier=0.5, group='nova_ext')
+
+    def ranking(self, weighers):
+        weighed = self.handler.get_weighed_objects(
+            [cls() for cls in weighers], self.hosts, request())
+        return [(w.obj.host, w.weight) for w in weighed]
+
+    def test_all_weighers_is_one_slot_holding_every_plugin(self):
+        self.assertEqual([weights.NovaExtWeighers], weights.all_weighers())
+        self.assertEqual(
+            ['BinPackingWeigher', 'FailureDomainSpreadWeigher',
+             'ImageLocalityWeigher'],
+            sorted(type(part).__name__
+                   for part in weights.NovaExtWeighers().parts))
+
+    def test_same_ranking_and_weights_as_one_by_one(self):
+        one_by_one = self.ranking([bin_packing.BinPackingWeigher,
+                                   failure_domain_spread
+                                   .FailureDomainSpreadWeigher,
+                                   image_locality.ImageLocalityWeigher])
+        together = self.ranking([weights.NovaExtWeighers])
+        self.assertEqual([h for h, _ in one_by_one],
+                         [h for h, _ in together])
+        for (_, expected), (_, got) in zip(one_by_one, together):
+            self.assertAlmostEqual(expected, got, places=12)
+        # the weighers did decide something: the spread weigher sends the
+        # request away from rack r0, which holds the group's member
+        self.assertNotIn(together[0][0], ('host0', 'host3', 'host6',
+                                          'host9'))
+
+    def test_explained_one_by_one(self):
+        composite = weights.NovaExtWeighers()
+        self.assertEqual(
+            [type(part).__name__ for part in composite.parts],
+            [type(w).__name__ for w in weights.expand([composite])])
+
+    def test_a_failing_weigher_loses_its_vote_only(self):
+        composite = weights.NovaExtWeighers()
+        alone = composite.weigh_objects(
+            [type('W', (), {'obj': h})() for h in self.hosts], request())
+        composite.parts.append(Exploding())
+        with_failure = composite.weigh_objects(
+            [type('W', (), {'obj': h})() for h in self.hosts], request())
+        self.assertEqual(alone, with_failure)
+        self.assertIn('Exploding failed for instance', self.stdlog.logger
+                      .output)
