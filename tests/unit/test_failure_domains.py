@@ -162,3 +162,46 @@ class SpreadRequestTest(test.NoDBTestCase):
             request(group=group('soft-anti-affinity')), [],
             default_level='rack')
         self.assertEqual('rack', spread.level)
+
+
+class OneAnswerPerRequestTest(test.NoDBTestCase):
+    """The filter and the weigher of one request share one answer."""
+
+    def setUp(self):
+        super().setUp()
+        self.hosts = [host('h1', 'r1'), host('h2', 'r1'), host('h3', 'r2')]
+        self.spec = request({'nova_ext:spread_level': 'rack'},
+                            group=group(hosts=['h1'], members=[uuids.m1]))
+
+    def test_the_weigher_gets_the_filters_answer(self):
+        first = failure_domains.spread_request(self.spec, self.hosts)
+        self.assertIs(first, failure_domains.spread_request(
+            self.spec, self.hosts[1:]))
+
+    def test_more_hosts_than_counted_with_is_a_new_answer(self):
+        first = failure_domains.spread_request(self.spec, self.hosts[:2])
+        self.assertIsNot(first, failure_domains.spread_request(
+            self.spec, self.hosts))
+
+    def test_a_member_placed_by_this_multi_create_is_counted(self):
+        before = failure_domains.spread_request(self.spec, self.hosts)
+        self.spec.instance_group.hosts.append('h3')
+        self.spec.instance_uuid = uuids.second
+        after = failure_domains.spread_request(self.spec, self.hosts)
+        self.assertEqual({'r1': 1}, dict(before.members_per_domain))
+        self.assertEqual({'r1': 1, 'r2': 1}, dict(after.members_per_domain))
+
+    def test_another_request_with_the_same_ids_is_a_new_answer(self):
+        failure_domains.spread_request(self.spec, self.hosts)
+        other = request({'nova_ext:spread_level': 'rack',
+                         'nova_ext:spread_max_per_domain': '2'},
+                        group=group(hosts=['h1'], members=[uuids.m1]))
+        self.assertEqual(2, failure_domains.spread_request(
+            other, self.hosts).max_per_domain)
+
+    def test_another_configuration_is_a_new_answer(self):
+        self.assertEqual(1, failure_domains.spread_request(
+            self.spec, self.hosts).max_per_domain)
+        self.flags(default_max_per_domain=3, group='nova_ext')
+        self.assertEqual(3, failure_domains.spread_request(
+            self.spec, self.hosts).max_per_domain)

@@ -74,12 +74,32 @@ class AggregateNearMissTest(test.NoDBTestCase):
         warn.assert_called_once_with(shared, aggregate_keys.keys_read(
             failure_domains.CONF))
 
+    def test_candidates_walked_once_per_failure_domain_cache_period(self):
+        clock = self.useFixture(fixtures.MockPatchObject(
+            failure_domains.time, 'monotonic', return_value=1000.0)).mock
+        self.domain({RACK.upper(): 'r1'})
+        self.assertEqual(1, self.stdlog.logger.output.count('rack-r1'))
+        # a new aggregate within the period waits for the next walk
+        state = host('h2')
+        state.aggregates = [objects.Aggregate(
+            id=8, name='rack-r2', metadata={RACK + ' ': 'r2'})]
+        spread = request({'nova_ext:spread_level': 'rack'}, group=group())
+        failure_domains.spread_request(spread, [state])
+        self.assertNotIn('rack-r2', self.stdlog.logger.output)
+        clock.return_value = 1010.0
+        failure_domains.spread_request(
+            request({'nova_ext:spread_level': 'rack'}, group=group()),
+            [state])
+        self.assertIn("aggregate rack-r2: key %r is not %r" % (
+            RACK + ' ', RACK), self.stdlog.logger.output)
+
     def test_not_checked_when_aggregates_are_not_a_source(self):
         self.flags(failure_domain_sources=['traits'], group='nova_ext')
         self.domain({RACK.upper(): 'r1'})
         self.assertNotIn('rack-r1', self.stdlog.logger.output)
 
     def test_key_differing_by_case_or_spaces_is_reported(self):
+        self.flags(failure_domain_cache_seconds=0, group='nova_ext')
         for key in ('Nova_Ext:failure_domain:rack', RACK + ' ',
                     ' NOVA_EXT:FAILURE_DOMAIN:RACK'):
             self.assertIs(failure_domains.NO_DOMAIN,

@@ -66,7 +66,7 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
             if domain is failure_domains.NO_DOMAIN:
                 without_domain.append(host_state.host)
             else:
-                full[domain] = request.members_per_domain[domain]
+                full[domain] = request.members_in(domain)
         group = request.group
         parts = []
         if full:
@@ -104,7 +104,7 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
                       'key': failure_domains.AGGREGATE_KEY_PREFIX
                       + request.level})
             return False
-        members = request.members_per_domain[domain]
+        members = request.members_in(domain)
         if members >= request.max_per_domain:
             LOG.debug("FailureDomainAntiAffinityFilter: host %(host)s "
                       "rejected: %(level)s %(domain)s already holds "

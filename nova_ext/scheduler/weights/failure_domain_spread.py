@@ -50,4 +50,4 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
         domain = request.domain_of(host_state)
         if domain is failure_domains.NO_DOMAIN:
             return weight_without_domain
-        return -request.members_per_domain[domain]
+        return -request.members_in(domain)
