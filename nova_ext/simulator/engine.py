@@ -48,17 +48,16 @@ import typing as ty
 import uuid
 
 from oslo_config import cfg
-from oslo_utils import timeutils
 
 from nova_ext import errors
 from nova_ext import explain
+from nova_ext.simulator import fleet
 from nova_ext.simulator import model as sim_model
 from nova_ext import upstream
 
 LOG = logging.getLogger(__name__)
 
 RESOURCES = ('vcpu', 'ram', 'disk')
-HEARTBEAT_SECONDS = 20.0
 UTILISATION_SAMPLES = 200
 
 
@@ -234,60 +233,27 @@ class Simulation:
         setup_nova()
         self.cluster = cluster
         self.workload = workload
-        self.cell_uuid = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'cell1'))
+        self.cell_uuid = fleet.CELL_UUID
 
     # -- building Nova's objects --
 
     def _aggregates(self):
-        from nova import objects
-        return [objects.Aggregate(
-            id=i + 1, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, agg.name)),
-            name=agg.name, hosts=list(agg.hosts), metadata=dict(agg.metadata))
-            for i, agg in enumerate(self.cluster.aggregates)]
+        return [fleet.aggregate(i + 1, agg.name, agg.hosts, agg.metadata)
+                for i, agg in enumerate(self.cluster.aggregates)]
 
-    def _service(self, index, host, now):
-        from nova import objects
-        return dict(objects.Service(
-            id=index + 1, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, host)),
-            host=host, binary='nova-compute', topic='compute',
-            report_count=1000, disabled=False, disabled_reason=None,
-            forced_down=False, created_at=now, updated_at=now,
-            last_seen_up=now))
-
-    def _compute_node(self, index, host, used, instances, now):
-        from nova import objects
-        group = host.group
-        vcpus_used, ram_used, disk_used = used
-        memory_mb_used = group.reserved_ram_mb + ram_used
-        local_gb_used = group.reserved_disk_gb + disk_used
-        return objects.ComputeNode(
-            id=index + 1, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS,
-                                              'node-' + host.name)),
-            service_id=index + 1, host=host.name,
-            hypervisor_hostname=host.name, vcpus=group.vcpus,
-            memory_mb=group.ram_mb, local_gb=group.disk_gb,
-            vcpus_used=vcpus_used, memory_mb_used=memory_mb_used,
-            local_gb_used=local_gb_used,
-            free_ram_mb=group.ram_mb - memory_mb_used,
-            free_disk_gb=group.disk_gb - local_gb_used,
-            disk_available_least=(
-                group.disk_gb - local_gb_used
-                if group.disk_available_least_gb is None
-                else group.disk_available_least_gb),
-            hypervisor_type='QEMU', hypervisor_version=8002000,
-            cpu_info='{"arch": "x86_64"}', current_workload=0,
-            running_vms=instances, metrics='[]',
-            host_ip='10.0.%d.%d' % (index // 250, index % 250 + 1),
-            stats={'num_instances': str(instances), 'io_workload': '0',
-                   'failed_builds': '0'},
-            numa_topology=None,
-            supported_hv_specs=[objects.HVSpec(
-                arch='x86_64', hv_type='kvm', vm_mode='hvm')],
-            pci_device_pools=objects.PciDevicePoolList(objects=[]),
-            cpu_allocation_ratio=group.cpu_allocation_ratio,
-            ram_allocation_ratio=group.ram_allocation_ratio,
-            disk_allocation_ratio=group.disk_allocation_ratio, mapped=1,
-            created_at=now, updated_at=now)
+    def _fleet(self, state_cls, aggregates):
+        """The model's hosts as Nova's HostStates (:mod:`fleet`), empty."""
+        nodes = [fleet.Node(
+            host=host.name, vcpus=host.group.vcpus,
+            memory_mb=host.group.ram_mb, local_gb=host.group.disk_gb,
+            cpu_allocation_ratio=host.group.cpu_allocation_ratio,
+            ram_allocation_ratio=host.group.ram_allocation_ratio,
+            disk_allocation_ratio=host.group.disk_allocation_ratio,
+            reserved_ram_mb=host.group.reserved_ram_mb,
+            reserved_disk_gb=host.group.reserved_disk_gb,
+            disk_available_least_gb=host.group.disk_available_least_gb)
+            for host in self.cluster.hosts]
+        return fleet.Fleet(nodes, aggregates, state_cls, self.cell_uuid)
 
     def _flavor(self, flavor, flavor_id):
         from nova import objects
@@ -334,19 +300,7 @@ class Simulation:
         scheduler = types.SimpleNamespace(host_manager=host_manager)
 
         hosts = self.cluster.hosts
-        now = timeutils.utcnow()
-        aggs_of = collections.defaultdict(list)
-        for aggregate in aggregates:
-            for host in aggregate.hosts:
-                aggs_of[host].append(aggregate)
-        states = []
-        for i, host in enumerate(hosts):
-            state = host_manager.host_state_cls(host.name, host.name,
-                                                self.cell_uuid)
-            state.update(self._compute_node(i, host, (0, 0, 0), 0, now),
-                         self._service(i, host.name, now),
-                         aggs_of[host.name], {})
-            states.append(state)
+        simulated = self._fleet(host_manager.host_state_cls, aggregates)
         capacity = [sim_model.host_capacity(h.group) for h in hosts]
         used = [[0, 0, 0] for _ in hosts]
         instances_on = [0] * len(hosts)
@@ -381,7 +335,7 @@ class Simulation:
         try:
             return self._replay(
                 conf, config_path, name, progress, host_manager, scheduler,
-                states, capacity, used, instances_on, index_of, allowed,
+                simulated, capacity, used, instances_on, index_of, allowed,
                 classes, classed, route, isolation, hosts_with_image,
                 image_instances, objects, domains, explain_arrival)
         finally:
@@ -409,14 +363,15 @@ class Simulation:
         return domains
 
     def _replay(self, conf, config_path, name, progress, host_manager,
-                scheduler, states, capacity, used, instances_on, index_of,
-                allowed, classes, classed, route, isolation,
+                scheduler, simulated, capacity, used, instances_on,
+                index_of, allowed, classes, classed, route, isolation,
                 hosts_with_image, image_instances, objects, domains,
                 explain_arrival):
         from nova_ext.scheduler.request_filters import host_class
 
         workload = self.workload
         hosts = self.cluster.hosts
+        states = simulated.states
         flavors = {f.name: self._flavor(f, i + 1)
                    for i, f in enumerate(workload.flavors)}
         images = {}
@@ -437,21 +392,15 @@ class Simulation:
         live = [0, 0, 0]
         sample_every = max(1, len(workload.arrivals) // UTILISATION_SAMPLES)
         utilisation = []
-        last_heartbeat = time.monotonic()
+        heartbeat = fleet.Heartbeat(states)
         rng_uuid = random.Random(workload.seed)
         explanation = None
 
-        def heartbeat():
-            stamp = timeutils.utcnow()
-            for state in states:
-                service = dict(state.service)
-                service['last_seen_up'] = service['updated_at'] = stamp
-                state.update(service=service)
-
         def report(i):
-            node = self._compute_node(i, hosts[i], used[i], instances_on[i],
-                                      timeutils.utcnow())
-            states[i].update(compute=node)
+            node = simulated.nodes[i]
+            node.vcpus_used, node.memory_mb_used, node.local_gb_used = used[i]
+            node.running_vms = instances_on[i]
+            simulated.report(i)
 
         def depart(index):
             i = placements[index]
@@ -477,9 +426,7 @@ class Simulation:
             report(i)
 
         for arrival in workload.arrivals:
-            if time.monotonic() - last_heartbeat > HEARTBEAT_SECONDS:
-                heartbeat()
-                last_heartbeat = time.monotonic()
+            heartbeat()
             for index in workload.departures.get(arrival.index, ()):
                 depart(index)
             instance_uuid = str(uuid.UUID(int=rng_uuid.getrandbits(128),
