@@ -12,8 +12,15 @@ Every such process-wide memory registers its reset here
 whoever needs "a fresh process" -- the sandbox and the tests that start
 several clouds in one process -- calls :func:`forget_all` once instead of
 knowing each module's private state.
+
+Where there is no cloud to ask (``nova-ext-manage simulate``), a
+:class:`Model` answers those lookups instead: :func:`answered_by` puts one
+in place for the duration, the one seam through which the simulator feeds
+nova-ext's plugins (and :func:`forget_all` takes it away). A model is
+always current, so nothing is remembered meanwhile.
 """
 
+import contextlib
 import threading
 
 import cachetools
@@ -39,9 +46,80 @@ def forget_all():
         reset()
 
 
+class Model:
+    """What nova-ext's scheduler plugins ask a cloud, answered from a model
+    of one (the simulator's). Each method stands for one lookup; the
+    plugin named asks it instead of the database or service named.
+    """
+
+    def aggregates_with_key(self, key):
+        """The ``objects.Aggregate`` objects whose metadata has ``key``
+        (API database, ``AggregateList.get_by_metadata_key``; the
+        host_class and failure_domain request filters).
+        """
+        raise NotImplementedError
+
+    def image_properties(self, image_id):
+        """Image ``image_id``'s properties, all of them (glance; the
+        host_class request filter).
+        """
+        raise NotImplementedError
+
+    def hosts_running_image(self, image_id):
+        """Names of the hosts running an instance of ``image_id`` (the cell
+        databases; ImageLocalityWeigher).
+        """
+        raise NotImplementedError
+
+    def ensure_trait(self, trait):
+        """Make sure placement knows ``trait`` (placement ``PUT /traits``;
+        the maintenance request filter).
+        """
+        raise NotImplementedError
+
+    def domains_at_level(self, level):
+        """``{host: set of domains}`` at failure-domain ``level`` (API
+        database; FailureDomainAntiAffinityFilter and
+        FailureDomainSpreadWeigher for hosts that are not candidates).
+        """
+        raise NotImplementedError
+
+
+_model = None
+
+
+def model():
+    """The :class:`Model` answering plugins' lookups, or None: the cloud."""
+    return _model
+
+
+@contextlib.contextmanager
+def answered_by(replacement):
+    """Plugins' lookups answered by the :class:`Model` ``replacement``, and
+    not remembered, for the duration; then the cloud (or the model in
+    place before) again.
+    """
+    global _model
+    earlier = _model
+    _model = replacement
+    try:
+        yield replacement
+    finally:
+        _model = earlier
+
+
+def _forget_model():
+    global _model
+    _model = None
+
+
+register_reset(_forget_model)
+
+
 class TTLLookup:
     """``get(key, compute)`` returns ``compute(key)``, remembered for
-    ``[nova_ext] <ttl_option>`` seconds (0: not remembered).
+    ``[nova_ext] <ttl_option>`` seconds (0, or a :class:`Model` in place:
+    not remembered).
     """
 
     def __init__(self, ttl_option, maxsize=1024):
@@ -53,7 +131,7 @@ class TTLLookup:
 
     def _current_cache(self):
         ttl = getattr(CONF.nova_ext, self._ttl_option)
-        if ttl <= 0:
+        if ttl <= 0 or _model is not None:
             return None
         if self._cache is None or self._cache.ttl != ttl:
             self._cache = cachetools.TTLCache(self._maxsize, ttl)

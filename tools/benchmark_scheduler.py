@@ -38,9 +38,11 @@ shared by every request.
 
 The fleet
 ---------
-N hosts, built the way ``HostManager._get_host_states()`` builds them:
-``HostState(host, node, cell)`` then ``update(compute, dict(service),
-aggregates, instances)`` from ``objects.ComputeNode`` records (64 vCPU at
+N hosts, built the way ``HostManager._get_host_states()`` builds them, by
+the fleet builder ``nova-ext-manage simulate`` uses too
+(``nova_ext.simulator.fleet``): ``HostState(host, node, cell)`` then
+``update(compute, dict(service), aggregates, instances)`` from
+``objects.ComputeNode`` records (64 vCPU at
 cpu_allocation_ratio 4.0, 256 GiB RAM, 2 TB disk, randomly varied usage, a
 service heard from moments ago). Hosts are grouped in racks of 20; each rack
 is an ``objects.Aggregate`` with metadata ``nova_ext:failure_domain:rack=rNNN``
@@ -126,7 +128,6 @@ Run ``python tools/benchmark_scheduler.py --help`` for the options.
 
 import argparse
 import collections
-import datetime
 import gc
 import json
 import logging
@@ -148,6 +149,7 @@ from nova.scheduler import host_manager
 from nova.scheduler import weights as scheduler_weights
 
 from nova_ext.scheduler.weights import image_locality
+from nova_ext.simulator import fleet
 
 CONF = nova.conf.CONF
 
@@ -398,96 +400,40 @@ def load_configs():
     }, filter_handler, weight_handler
 
 
-def _service_dict(service_id, host, now):
-    service = objects.Service(
-        id=service_id, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, host)),
-        host=host, binary='nova-compute', topic='compute',
-        report_count=1000, disabled=False, disabled_reason=None,
-        forced_down=False, created_at=now, updated_at=now,
-        last_seen_up=now)
-    # HostManager._get_host_states() hands HostState.update() dict(service)
-    return dict(service)
-
-
-class Heartbeat(object):
-    """Fresh ``last_seen_up`` for every service, as computes report it.
-
-    ComputeFilter sees a service as down after ``[DEFAULT]
-    service_down_time`` (60 s) without one.
-    """
-
-    INTERVAL = 20.0
-
-    def __init__(self, host_states):
-        self.host_states = host_states
-        self.last = None
-
-    def __call__(self, force=False):
-        if (not force and self.last is not None
-                and time.monotonic() - self.last < self.INTERVAL):
-            return
-        now = datetime.datetime.now(datetime.timezone.utc)
-        for host_state in self.host_states:
-            service = dict(host_state.service)
-            service['last_seen_up'] = service['updated_at'] = now
-            host_state.update(service=service)
-        self.last = time.monotonic()
-
-
 def build_fleet(num_hosts, rng, images):
-    """Return (host_states, aggregates) for ``num_hosts`` computes."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    """Return (host_states, aggregates) for ``num_hosts`` computes, built by
+    the simulator's fleet builder (:mod:`nova_ext.simulator.fleet`).
+    """
     cell_uuid = _uuid(rng)
     names = ['compute%05d' % i for i in range(num_hosts)]
 
     aggregates = []
     for rack, start in enumerate(range(0, num_hosts, RACK_SIZE)):
-        aggregates.append(objects.Aggregate(
-            id=rack + 1, uuid=_uuid(rng), name='rack-r%03d' % rack,
-            hosts=names[start:start + RACK_SIZE],
-            metadata={RACK_KEY: 'r%03d' % rack}))
+        aggregates.append(fleet.aggregate(
+            rack + 1, 'rack-r%03d' % rack, names[start:start + RACK_SIZE],
+            {RACK_KEY: 'r%03d' % rack}, aggregate_uuid=_uuid(rng)))
 
-    host_states = []
-    for i, name in enumerate(names):
+    nodes = []
+    for name in names:
         num_instances = rng.randint(16, 24)
         vcpus_used = num_instances * rng.choice((1, 2, 4, 8))
         memory_mb_used = min(num_instances * rng.choice((2, 4, 8, 16)),
                              240) * MIB_PER_GIB
         local_gb_used = min(num_instances * rng.choice((20, 40, 80)), 1900)
-        compute = objects.ComputeNode(
-            id=i + 1, uuid=_uuid(rng), service_id=i + 1, host=name,
-            hypervisor_hostname=name, vcpus=64, memory_mb=256 * MIB_PER_GIB,
-            local_gb=2000, vcpus_used=vcpus_used,
-            memory_mb_used=memory_mb_used, local_gb_used=local_gb_used,
-            free_ram_mb=256 * MIB_PER_GIB - memory_mb_used,
-            free_disk_gb=2000 - local_gb_used,
-            disk_available_least=2000 - local_gb_used,
-            hypervisor_type='QEMU', hypervisor_version=8002000,
-            cpu_info='{"arch": "x86_64", "model": "Cascadelake-Server"}',
-            current_workload=rng.randint(0, 3), running_vms=num_instances,
-            metrics='[]', host_ip='10.%d.%d.%d' % (
-                i // 65536, (i // 256) % 256, i % 256),
-            stats={'num_instances': str(num_instances),
-                   'io_workload': str(rng.randint(0, 3)),
-                   'failed_builds': '0'},
-            numa_topology=None,
-            supported_hv_specs=[objects.HVSpec(
-                arch='x86_64', hv_type='kvm', vm_mode='hvm')],
-            pci_device_pools=objects.PciDevicePoolList(objects=[]),
-            cpu_allocation_ratio=4.0, ram_allocation_ratio=1.0,
-            disk_allocation_ratio=1.0, mapped=1,
-            created_at=now, updated_at=now)
-        instances = {}
+        node = fleet.Node(
+            host=name, vcpus=64, memory_mb=256 * MIB_PER_GIB, local_gb=2000,
+            cpu_allocation_ratio=4.0, uuid=_uuid(rng),
+            vcpus_used=vcpus_used, memory_mb_used=memory_mb_used,
+            local_gb_used=local_gb_used, running_vms=num_instances,
+            current_workload=rng.randint(0, 3), io_workload=rng.randint(0, 3))
         for _ in range(num_instances):
             instance_uuid = _uuid(rng)
-            instances[instance_uuid] = objects.Instance(
+            node.instances[instance_uuid] = objects.Instance(
                 uuid=instance_uuid, host=name, node=name,
                 image_ref=rng.choice(images))
-        host_state = host_manager.HostState(name, name, cell_uuid)
-        host_state.update(compute, _service_dict(i + 1, name, now),
-                          [aggregates[i // RACK_SIZE]], instances)
-        host_states.append(host_state)
-    return host_states, aggregates
+        nodes.append(node)
+    built = fleet.Fleet(nodes, aggregates, host_manager.HostState, cell_uuid)
+    return built.states, aggregates
 
 
 class Group(object):
@@ -576,7 +522,7 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
     requests = args.requests or DEFAULT_REQUESTS.get(
         num_hosts, max(5, min(30, 30000 // num_hosts)))
 
-    heartbeat = Heartbeat(host_states)
+    heartbeat = fleet.Heartbeat(host_states)
 
     # Warm-up, untimed; also what each configuration selects.
     heartbeat(force=True)

@@ -16,24 +16,27 @@ For each nova.conf fragment the simulator builds, as nova-scheduler does:
   consumed with ``SchedulerManager._consume_selected_host``
   (``HostState.consume_from_request``).
 
+Before placement, as in nova-scheduler: Nova's request pre-filters
+(``ALL_REQUEST_FILTERS``) and nova-ext's, activated by the configuration's
+``available_filters`` / ``weight_classes`` and ``[nova_ext]
+request_filters``, edit the RequestSpec; ``resources_from_request_spec``
+turns it into placement's query.
+
 What is modeled, because there is no placement service, database or
 compute:
 
-* placement: a host is a candidate when its inventory (allocation ratios
-  applied, reservations removed) still holds the flavor's VCPU, MEMORY_MB
-  and DISK_GB (swap and ephemeral included, as Nova asks placement);
-  nova-ext's placement pre-filters are modeled as a pre-selection of
-  candidates when ``[nova_ext] request_filters`` enables them:
-  ``maintenance`` drops the hosts flagged in the model, ``host_class`` keeps
-  a flavor with ``nova_ext:host_class`` on the hosts of that class (and,
-  with ``host_class_isolation``, others off them);
+* placement (:mod:`cloud`): one provider per host, in its aggregates, with
+  its host group's traits and the maintenance trait when in maintenance; it
+  answers the query's required and forbidden traits and (forbidden)
+  aggregates as placement does, and its inventory (allocation ratios
+  applied, reservations removed) the query's VCPU, MEMORY_MB and DISK_GB;
 * the compute: once placed, an instance is in its host's
   ``HostState.instances`` and the host reports its usage back (a new
   ``ComputeNode`` record, as the resource tracker writes), so Nova's weighers
   see what they would see on the next request of a real cloud;
-* the databases nova-ext's plugins ask (which hosts run an image, which
-  failure domain a host is in) are answered from the simulation through
-  ``image_locality.use_source`` and ``failure_domains.use_source``, always
+* the databases and glance nova-ext's plugins ask (aggregates by key, image
+  properties, which hosts run an image, which failure domain a host is in)
+  are answered by the model (:func:`nova_ext.cache.answered_by`), always
   current (as with their cache options set to 0).
 """
 
@@ -45,21 +48,37 @@ import statistics
 import time
 import types
 import typing as ty
+import urllib.parse
 import uuid
 
 from oslo_config import cfg
-from oslo_utils import timeutils
 
 from nova_ext import errors
 from nova_ext import explain
 from nova_ext.scheduler import weights
+from nova_ext.simulator import cloud
+from nova_ext.simulator import fleet
 from nova_ext.simulator import model as sim_model
 from nova_ext import upstream
 
 LOG = logging.getLogger(__name__)
 
 RESOURCES = ('vcpu', 'ram', 'disk')
-HEARTBEAT_SECONDS = 20.0
+# the inventory of the model's compute node providers, in RESOURCES' order
+PLACEMENT_RESOURCES = ('VCPU', 'MEMORY_MB', 'DISK_GB')
+
+# Options whose pre-filters (Nova's) need what the model does not have.
+UNSUPPORTED_OPTIONS = {
+    ('scheduler', 'limit_tenants_to_placement_aggregate'):
+        "Nova's require_tenant_aggregate pre-filter reads aggregates from "
+        "the API database, which the simulator does not have",
+    ('scheduler', 'enable_isolated_aggregate_filtering'):
+        "Nova's isolate_aggregates pre-filter reads aggregates from the API "
+        "database, which the simulator does not have",
+    ('scheduler', 'query_placement_for_image_type_support'):
+        "the model's images have no disk_format and its hosts report no "
+        "COMPUTE_IMAGE_TYPE_* traits",
+}
 UTILISATION_SAMPLES = 200
 
 
@@ -168,6 +187,8 @@ class Result:
     placements: ty.List[ty.Optional[str]]
     utilisation: ty.List[ty.Tuple[int, float, float, float]]
     percent_of_bound: ty.Optional[float] = None
+    # nova-ext's pre-filters the configuration activated, in their order
+    request_filters: ty.List[str] = dataclasses.field(default_factory=list)
     # explain's breakdown of the arrival asked for; None when not asked or
     # not reached (the run stopped at its first NoValidHost)
     explain: ty.Optional[dict] = None
@@ -235,60 +256,27 @@ class Simulation:
         setup_nova()
         self.cluster = cluster
         self.workload = workload
-        self.cell_uuid = str(uuid.uuid5(uuid.NAMESPACE_DNS, 'cell1'))
+        self.cell_uuid = fleet.CELL_UUID
 
     # -- building Nova's objects --
 
     def _aggregates(self):
-        from nova import objects
-        return [objects.Aggregate(
-            id=i + 1, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, agg.name)),
-            name=agg.name, hosts=list(agg.hosts), metadata=dict(agg.metadata))
-            for i, agg in enumerate(self.cluster.aggregates)]
+        return [fleet.aggregate(i + 1, agg.name, agg.hosts, agg.metadata)
+                for i, agg in enumerate(self.cluster.aggregates)]
 
-    def _service(self, index, host, now):
-        from nova import objects
-        return dict(objects.Service(
-            id=index + 1, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, host)),
-            host=host, binary='nova-compute', topic='compute',
-            report_count=1000, disabled=False, disabled_reason=None,
-            forced_down=False, created_at=now, updated_at=now,
-            last_seen_up=now))
-
-    def _compute_node(self, index, host, used, instances, now):
-        from nova import objects
-        group = host.group
-        vcpus_used, ram_used, disk_used = used
-        memory_mb_used = group.reserved_ram_mb + ram_used
-        local_gb_used = group.reserved_disk_gb + disk_used
-        return objects.ComputeNode(
-            id=index + 1, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS,
-                                              'node-' + host.name)),
-            service_id=index + 1, host=host.name,
-            hypervisor_hostname=host.name, vcpus=group.vcpus,
-            memory_mb=group.ram_mb, local_gb=group.disk_gb,
-            vcpus_used=vcpus_used, memory_mb_used=memory_mb_used,
-            local_gb_used=local_gb_used,
-            free_ram_mb=group.ram_mb - memory_mb_used,
-            free_disk_gb=group.disk_gb - local_gb_used,
-            disk_available_least=(
-                group.disk_gb - local_gb_used
-                if group.disk_available_least_gb is None
-                else group.disk_available_least_gb),
-            hypervisor_type='QEMU', hypervisor_version=8002000,
-            cpu_info='{"arch": "x86_64"}', current_workload=0,
-            running_vms=instances, metrics='[]',
-            host_ip='10.0.%d.%d' % (index // 250, index % 250 + 1),
-            stats={'num_instances': str(instances), 'io_workload': '0',
-                   'failed_builds': '0'},
-            numa_topology=None,
-            supported_hv_specs=[objects.HVSpec(
-                arch='x86_64', hv_type='kvm', vm_mode='hvm')],
-            pci_device_pools=objects.PciDevicePoolList(objects=[]),
-            cpu_allocation_ratio=group.cpu_allocation_ratio,
-            ram_allocation_ratio=group.ram_allocation_ratio,
-            disk_allocation_ratio=group.disk_allocation_ratio, mapped=1,
-            created_at=now, updated_at=now)
+    def _fleet(self, state_cls, aggregates):
+        """The model's hosts as Nova's HostStates (:mod:`fleet`), empty."""
+        nodes = [fleet.Node(
+            host=host.name, vcpus=host.group.vcpus,
+            memory_mb=host.group.ram_mb, local_gb=host.group.disk_gb,
+            cpu_allocation_ratio=host.group.cpu_allocation_ratio,
+            ram_allocation_ratio=host.group.ram_allocation_ratio,
+            disk_allocation_ratio=host.group.disk_allocation_ratio,
+            reserved_ram_mb=host.group.reserved_ram_mb,
+            reserved_disk_gb=host.group.reserved_disk_gb,
+            disk_available_least_gb=host.group.disk_available_least_gb)
+            for host in self.cluster.hosts]
+        return fleet.Fleet(nodes, aggregates, state_cls, self.cell_uuid)
 
     def _flavor(self, flavor, flavor_id):
         from nova import objects
@@ -319,13 +307,29 @@ class Simulation:
 
     def _run(self, conf, config_path, name, progress, seed,
              explain_arrival):
+        from nova_ext.scheduler import request_filters as ext_request_filters
+
+        # Nova's pre-filters, plus nova-ext's as this configuration's
+        # HostManager activates them (as a restarted nova-scheduler would),
+        # for the duration of the run
+        with ext_request_filters.as_configured():
+            return self._run_configured(conf, config_path, name, progress,
+                                        seed, explain_arrival)
+
+    def _run_configured(self, conf, config_path, name, progress, seed,
+                        explain_arrival):
+        from nova import context as nova_context
         from nova import exception
         from nova import objects
 
+        from nova_ext import cache
         from nova_ext.scheduler import failure_domains
-        from nova_ext.scheduler.request_filters import host_class
-        from nova_ext.scheduler.weights import image_locality
 
+        for group, option in UNSUPPORTED_OPTIONS:
+            if getattr(getattr(conf, group), option):
+                raise ConfigError(
+                    '%s: [%s] %s: %s' % (config_path, group, option,
+                                         UNSUPPORTED_OPTIONS[group, option]))
         aggregates = self._aggregates()
         try:
             host_manager = upstream.host_manager_without_databases(
@@ -333,62 +337,60 @@ class Simulation:
         except exception.SchedulerHostFilterNotFound as error:
             raise ConfigError('%s: %s' % (config_path, error))
         scheduler = types.SimpleNamespace(host_manager=host_manager)
+        active = [f.nova_ext_name for f in upstream.request_filters()
+                  if hasattr(f, 'nova_ext_name')]
 
         hosts = self.cluster.hosts
-        now = timeutils.utcnow()
-        aggs_of = collections.defaultdict(list)
-        for aggregate in aggregates:
-            for host in aggregate.hosts:
-                aggs_of[host].append(aggregate)
-        states = []
-        for i, host in enumerate(hosts):
-            state = host_manager.host_state_cls(host.name, host.name,
-                                                self.cell_uuid)
-            state.update(self._compute_node(i, host, (0, 0, 0), 0, now),
-                         self._service(i, host.name, now),
-                         aggs_of[host.name], {})
-            states.append(state)
+        simulated = self._fleet(host_manager.host_state_cls, aggregates)
         capacity = [sim_model.host_capacity(h.group) for h in hosts]
         used = [[0, 0, 0] for _ in hosts]
         instances_on = [0] * len(hosts)
         index_of = {h.name: i for i, h in enumerate(hosts)}
-
-        # what the pre-filters enabled in this configuration pre-select
-        request_filters = conf.nova_ext.request_filters
-        allowed = [not (h.maintenance and 'maintenance' in request_filters)
+        # the hosts placement can ever return: not those the maintenance
+        # pre-filter leaves out (stranded and utilisation are of these)
+        allowed = [not (h.maintenance and 'maintenance' in active)
                    for h in hosts]
-        classes = collections.defaultdict(set)
-        classed = set()
-        for agg in self.cluster.aggregates:
-            value = agg.metadata.get(host_class.AGGREGATE_KEY)
-            if value:
-                classes[value].update(agg.hosts)
-                classed.update(agg.hosts)
-        route = 'host_class' in request_filters
-        isolation = conf.nova_ext.host_class_isolation
 
-        # the databases nova-ext's plugins would ask
-        hosts_with_image = collections.defaultdict(set)
+        # placement, glance and the databases nova-ext's plugins ask
+        simulated_cloud = cloud.SimulatedCloud(
+            [h.name for h in hosts], aggregates, self._traits(conf),
+            {image_id(image): properties for image, properties
+             in self.workload.image_properties.items()},
+            self._failure_domains(conf))
         image_instances = collections.Counter()
-        domains = self._failure_domains(conf)
+        ctxt = nova_context.get_admin_context()
 
         # Nova picks among host_subset_size best hosts with ``random``:
         # seeded for repeatable runs, and given back afterwards so the
         # process's other users of ``random`` are not made predictable.
         random_state = random.getstate()
         random.seed(self.workload.seed if seed is None else seed)
-        image_locality.use_source(lambda image: hosts_with_image[image])
-        failure_domains.use_source(lambda level: domains.get(level, {}))
+        # failure_domains has a seam of its own (it does not ask
+        # cache.model() yet)
+        failure_domains.use_source(simulated_cloud.domains_at_level)
         try:
-            return self._replay(
-                conf, config_path, name, progress, host_manager, scheduler,
-                states, capacity, used, instances_on, index_of, allowed,
-                classes, classed, route, isolation, hosts_with_image,
-                image_instances, objects, domains, explain_arrival)
+            with cache.answered_by(simulated_cloud):
+                result = self._replay(
+                    conf, config_path, name, progress, host_manager,
+                    scheduler, simulated, simulated_cloud, ctxt, capacity,
+                    used, instances_on, index_of, allowed, image_instances,
+                    objects, explain_arrival)
         finally:
-            image_locality.use_source(None)
             failure_domains.use_source(None)
+            failure_domains.live_members.clear()
             random.setstate(random_state)
+        result.request_filters = active
+        return result
+
+    def _traits(self, conf):
+        """{host: traits of its compute node provider}: its group's, the
+        maintenance trait on hosts in maintenance, and what every current
+        compute reports.
+        """
+        return {host.name: set(host.group.traits) | {cloud.OWNER_NOVA} | (
+                {conf.nova_ext.maintenance_trait} if host.maintenance
+                else set())
+                for host in self.cluster.hosts}
 
     def _failure_domains(self, conf):
         """{level: {host: {domain, ...}}} for every level of ``[nova_ext]
@@ -410,18 +412,21 @@ class Simulation:
         return domains
 
     def _replay(self, conf, config_path, name, progress, host_manager,
-                scheduler, states, capacity, used, instances_on, index_of,
-                allowed, classes, classed, route, isolation,
-                hosts_with_image, image_instances, objects, domains,
+                scheduler, simulated, simulated_cloud, ctxt, capacity, used,
+                instances_on, index_of, allowed, image_instances, objects,
                 explain_arrival):
-        from nova_ext.scheduler.request_filters import host_class
+        from nova_ext.scheduler import failure_domains
 
         workload = self.workload
         hosts = self.cluster.hosts
+        states = simulated.states
         flavors = {f.name: self._flavor(f, i + 1)
                    for i, f in enumerate(workload.flavors)}
         images = {}
+        hosts_with_image = simulated_cloud.hosts_with_image
+        domains = simulated_cloud.domains
         downloaded = set()
+        claimed = {}      # arrival index -> (VCPU, MEMORY_MB, DISK_GB)
         groups = {}       # name -> (InstanceGroup uuid, members, hosts)
         group_domains = collections.defaultdict(collections.Counter)
         placements = []
@@ -438,28 +443,22 @@ class Simulation:
         live = [0, 0, 0]
         sample_every = max(1, len(workload.arrivals) // UTILISATION_SAMPLES)
         utilisation = []
-        last_heartbeat = time.monotonic()
+        heartbeat = fleet.Heartbeat(states)
         rng_uuid = random.Random(workload.seed)
         explanation = None
 
-        def heartbeat():
-            stamp = timeutils.utcnow()
-            for state in states:
-                service = dict(state.service)
-                service['last_seen_up'] = service['updated_at'] = stamp
-                state.update(service=service)
-
         def report(i):
-            node = self._compute_node(i, hosts[i], used[i], instances_on[i],
-                                      timeutils.utcnow())
-            states[i].update(compute=node)
+            node = simulated.nodes[i]
+            node.vcpus_used, node.memory_mb_used, node.local_gb_used = used[i]
+            node.running_vms = instances_on[i]
+            simulated.report(i)
 
         def depart(index):
             i = placements[index]
             if i is None:
                 return
             arrival = workload.arrivals[index]
-            amounts = arrival.flavor.resources()
+            amounts = claimed.pop(index)
             for r in range(3):
                 used[i][r] -= amounts[r]
                 live[r] -= amounts[r]
@@ -478,48 +477,29 @@ class Simulation:
             report(i)
 
         for arrival in workload.arrivals:
-            if time.monotonic() - last_heartbeat > HEARTBEAT_SECONDS:
-                heartbeat()
-                last_heartbeat = time.monotonic()
+            heartbeat()
             for index in workload.departures.get(arrival.index, ()):
                 depart(index)
             instance_uuid = str(uuid.UUID(int=rng_uuid.getrandbits(128),
                                           version=4))
             instance_uuids.append(instance_uuid)
-            flavor = arrival.flavor
-            amounts = flavor.resources()
-
-            # placement: inventory left, and the pre-filters
-            wanted_class = (flavor.extra_specs.get(host_class.EXTRA_SPEC)
-                            if route else None)
-            reason = None
-            if wanted_class and wanted_class not in classes:
-                reason = ('no host aggregate has %s=%s'
-                          % (host_class.AGGREGATE_KEY, wanted_class))
-            candidates = []
-            if reason is None:
-                in_class = classes.get(wanted_class) if wanted_class else None
-                for i, state in enumerate(states):
-                    if not allowed[i]:
-                        continue
-                    host_name = hosts[i].name
-                    if in_class is not None and host_name not in in_class:
-                        continue
-                    if (route and isolation and wanted_class is None
-                            and host_name in classed):
-                        continue
-                    cap = capacity[i]
-                    use = used[i]
-                    if (use[0] + amounts[0] <= cap[0]
-                            and use[1] + amounts[1] <= cap[1]
-                            and use[2] + amounts[2] <= cap[2]):
-                        candidates.append(state)
-
             spec = self._request_spec(arrival, instance_uuid, flavors,
                                       images, groups, objects)
-            if arrival.index + 1 == explain_arrival:
+            failure_domains.live_members.clear()
+            explaining = arrival.index + 1 == explain_arrival
+            steps, reason = self._pre_filter(ctxt, spec, host_manager,
+                                             explaining)
+            candidates = []
+            querystring = None
+            amounts = (0, 0, 0)
+            if reason is None:
+                querystring, amounts, candidates, reason = self._placement(
+                    ctxt, spec, host_manager, simulated_cloud, states,
+                    capacity, used)
+            if explaining:
                 explanation = self._explain(conf, host_manager, spec,
-                                            candidates, amounts, reason)
+                                            candidates, steps, querystring,
+                                            reason)
             start = time.perf_counter()
             chosen = None
             if candidates:
@@ -550,6 +530,7 @@ class Simulation:
 
             i = index_of[chosen.host]
             placements.append(i)
+            claimed[arrival.index] = amounts
             for r in range(3):
                 used[i][r] += amounts[r]
                 live[r] += amounts[r]
@@ -613,8 +594,73 @@ class Simulation:
                         for p in placements],
             utilisation=utilisation, explain=explanation)
 
-    def _explain(self, conf, host_manager, spec, candidates, amounts,
-                 reason):
+    @staticmethod
+    def _pre_filter(ctxt, spec, host_manager, steps_wanted):
+        """Nova's ``process_reqspec``: every pre-filter of Nova's list (its
+        own, then nova-ext's activated ones) edits ``spec``. Returns (the
+        steps explain shows, when ``steps_wanted``; the reason of a
+        pre-filter that failed the request, or None).
+        """
+        from nova import exception
+
+        # Nova 34's owner_nova_filter asks every cell's database for the
+        # oldest nova-compute and requires OWNER_NOVA when all are current,
+        # as the model's are: its answer, given before it asks
+        spec.root_required.add(cloud.OWNER_NOVA)
+        if steps_wanted:
+            steps, failure = explain.apply_request_filters(ctxt, spec,
+                                                           host_manager)
+            return steps, failure and 'request filter: %s' % failure
+        for pre_filter in upstream.request_filters():
+            try:
+                pre_filter(ctxt, spec)
+            except exception.RequestFilterFailed as error:
+                return None, 'request filter: %s' % error.message
+        return None, None
+
+    @staticmethod
+    def _placement(ctxt, spec, host_manager, simulated_cloud, states,
+                   capacity, used):
+        """Placement's allocation candidates for ``spec``: the query Nova
+        builds (``resources_from_request_spec``), answered by the model.
+        Returns (query string, (VCPU, MEMORY_MB, DISK_GB) to claim,
+        candidate HostStates, why there are none or None).
+        """
+        from nova.scheduler import utils as scheduler_utils
+
+        from nova_ext.scheduler import failure_domains
+
+        querystring = scheduler_utils.resources_from_request_spec(
+            ctxt, spec, host_manager,
+            enable_pinning_translate=True).to_querystring()
+        query = cloud.parse_query(querystring)
+        amounts = tuple(query.resources.get(resource_class, 0)
+                        for resource_class in PLACEMENT_RESOURCES)
+        missing = sorted(resource_class for resource_class, amount
+                         in query.resources.items()
+                         if amount and resource_class
+                         not in PLACEMENT_RESOURCES)
+        if missing:
+            return querystring, amounts, [], (
+                'placement: no host has %s (the model has only %s)' % (
+                    ', '.join(missing), ', '.join(PLACEMENT_RESOURCES)))
+        candidates = []
+        for i in simulated_cloud.eligible(query):
+            cap = capacity[i]
+            use = used[i]
+            if (use[0] + amounts[0] <= cap[0]
+                    and use[1] + amounts[1] <= cap[1]
+                    and use[2] + amounts[2] <= cap[2]):
+                candidates.append(states[i])
+        reason = None
+        if not candidates:
+            # the failure_domain pre-filter says which domains it left out
+            reason = (failure_domains.live_members.reason()
+                      or 'placement: no host has room')
+        return querystring, amounts, candidates, reason
+
+    def _explain(self, conf, host_manager, spec, candidates, steps,
+                 querystring, reason):
         """explain's breakdown of ``spec`` on the placement candidates, just
         before the replay decides it. Nova's pick is random with
         ``host_subset_size`` or ``shuffle_best_same_weighed_hosts``: the
@@ -622,7 +668,9 @@ class Simulation:
         and the run is the same as without the breakdown.
         """
         result = explain.new_result(spec, host_manager, conf)
-        result['placement_query'] = self._modelled_query(conf, amounts)
+        result['request_filters'] = steps
+        if querystring is not None:
+            result['placement_query'] = urllib.parse.unquote(querystring)
         result['candidates'] = sorted(explain.host_name(host)
                                       for host in candidates)
         if not candidates:
@@ -638,23 +686,16 @@ class Simulation:
             random.setstate(random_state)
         return result
 
-    @staticmethod
-    def _modelled_query(conf, amounts):
-        query = ('modelled: hosts with VCPU:%d, MEMORY_MB:%d, DISK_GB:%d '
-                 'free' % tuple(amounts))
-        modelled = [name for name in ('maintenance', 'host_class')
-                    if name in conf.nova_ext.request_filters]
-        if modelled:
-            query += ', pre-selected by %s' % ', '.join(modelled)
-        return query
-
     def _request_spec(self, arrival, instance_uuid, flavors, images, groups,
                       objects):
         image = images.get(arrival.image)
         if image is None:
+            # Nova keeps the properties it knows (the model answers
+            # nova-ext's lookups of the others, as glance would)
             image = images[arrival.image] = objects.ImageMeta.from_dict({
-                'id': image_id(arrival.image),
-                'name': arrival.image, 'properties': {}})
+                'id': image_id(arrival.image), 'name': arrival.image,
+                'properties': dict(self.workload.image_properties.get(
+                    arrival.image, {}))})
         hints = {}
         instance_group = None
         if arrival.group:
@@ -687,7 +728,9 @@ class Simulation:
             instance_group=instance_group, scheduler_hints=hints,
             ignore_hosts=None, force_hosts=None, force_nodes=None,
             requested_destination=None, retry=None, limits=None,
-            is_bfv=False, requested_resources=[])
+            is_bfv=False, requested_resources=[],
+            requested_networks=objects.NetworkRequestList(objects=[]),
+            request_level_params=objects.RequestLevelParams())
 
     def _stranded(self, capacity, used, allowed):
         """(stranded %, free %) per resource: free capacity on hosts where
@@ -719,8 +762,6 @@ def compare(cluster, workload, configs, progress_factory=None,
     """Run every ``(name, path)`` of ``configs``; return a Comparison, with
     explain's breakdown of arrival ``explain_arrival`` (1-based) in each.
     """
-    import nova.conf
-
     simulation = Simulation(cluster, workload)
     results = []
     all_exclude = True
@@ -736,12 +777,7 @@ def compare(cluster, workload, configs, progress_factory=None,
         finally:
             if progress is not None:
                 progress(None)
-        applied = apply_fragment(nova.conf.CONF, path)
-        try:
-            all_exclude &= ('maintenance'
-                            in nova.conf.CONF.nova_ext.request_filters)
-        finally:
-            clear_fragment(nova.conf.CONF, applied)
+        all_exclude &= 'maintenance' in results[-1].request_filters
     usable = [h for h in cluster.hosts if not (h.maintenance and all_exclude)]
     bound = volume_bound(workload, cluster.capacity(usable))
     for result in results:

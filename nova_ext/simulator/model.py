@@ -10,6 +10,7 @@ came from, so a mistake is reported as ``FILE:LINE: FIELD: what is wrong``
 
 import dataclasses
 import os
+import re
 import typing as ty
 
 import yaml
@@ -26,6 +27,8 @@ MAX_NUMBER = 10 ** 9
 MAX_HOSTS = 20000
 MAX_ARRIVALS = 1000000
 MAX_IMAGES = 100000
+
+TRAIT_NAME = re.compile(r'^[A-Z0-9_]{1,255}$')
 
 POLICIES = ('anti-affinity', 'soft-anti-affinity', 'affinity',
             'soft-affinity')
@@ -258,6 +261,8 @@ class HostGroup:
     # what the hypervisor reports as disk_available_least (None: the free
     # disk); Nova's HostState takes the smaller of the two
     disk_available_least_gb: ty.Optional[int] = None
+    # placement traits of the hosts' compute node providers
+    traits: ty.List[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -346,7 +351,8 @@ def load_cluster(path):
             maintenance=group.get('maintenance', int, default=0, minimum=0),
             aggregates=[],
             disk_available_least_gb=group.get('disk_available_least_gb',
-                                              int, minimum=0))
+                                              int, minimum=0),
+            traits=_traits(path, group))
         if parsed.maintenance > parsed.count:
             raise group.error('maintenance', 'more hosts in maintenance (%d) '
                               'than in the group (%d)'
@@ -393,6 +399,17 @@ def load_cluster(path):
         agg.finish()
     top.finish()
     return Cluster(path, name, groups, hosts, aggregates)
+
+
+def _traits(path, group):
+    traits = []
+    for trait, line in group.items('traits'):
+        if not isinstance(trait, str) or not TRAIT_NAME.match(trait):
+            raise ModelError(path, line, group.prefix + 'traits',
+                             'not a placement trait name (A-Z, 0-9, _): %r'
+                             % (trait,))
+        traits.append(trait)
+    return traits
 
 
 def _layout_aggregates(hosts, groups):
@@ -464,6 +481,9 @@ class Workload:
     arrivals: ty.List[Arrival]
     # arrival index -> indexes of earlier arrivals that depart before it
     departures: ty.Dict[int, ty.List[int]]
+    # image name -> its glance properties
+    image_properties: ty.Dict[str, ty.Dict[str, str]] = dataclasses.field(
+        default_factory=dict)
 
 
 def _zipf_weights(count, exponent):
@@ -504,7 +524,7 @@ def load_workload(path, seed=None):
     if not flavors:
         raise top.error('flavors', 'needs at least one flavor')
 
-    images = _images(top)
+    images, image_properties = _images(top)
     groups = {}
     for item, line in top.items('groups'):
         group = _reader_item(path, item, line, 'groups[]')
@@ -524,13 +544,14 @@ def load_workload(path, seed=None):
         arrivals, departures = _generate(top, flavors, images, groups, rng)
     top.finish()
     return Workload(path, name, seed, stop, flavors, groups, arrivals,
-                    departures)
+                    departures, image_properties)
 
 
 def _images(top):
+    """[(name, weight)] and {name: properties}."""
     images = top.mapping_of('images')
     if images is None:
-        return [('image-1', 1.0)]
+        return [('image-1', 1.0)], {}
     if images.has('names'):
         listed = [(str(n), None) for n, _ in images.items('names')]
     else:
@@ -541,8 +562,17 @@ def _images(top):
         listed = [('image-%d' % (i + 1), None) for i in range(count)]
     exponent = images.get('zipf', float, default=0.0, minimum=0.0)
     weights = _zipf_weights(len(listed), exponent)
+    properties = {}
+    listed_names = [n for n, _ in listed]
+    per_image = images.mapping_of('properties')
+    for image in (per_image.mapping if per_image is not None else ()):
+        if image not in listed_names:
+            raise per_image.error(image, 'no image named %r (images: %s)' % (
+                image, ', '.join(listed_names[:10])
+                + (' ...' if len(listed_names) > 10 else '')))
+        properties[image] = per_image.string_map(image)
     images.finish()
-    return [(n, w) for (n, _), w in zip(listed, weights)]
+    return [(n, w) for (n, _), w in zip(listed, weights)], properties
 
 
 def _group_spec(reader, name):

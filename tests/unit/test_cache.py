@@ -46,3 +46,35 @@ class ForgetAllTest(test.NoDBTestCase):
         cache.forget_all()
 
         self.assertEqual([1], resets)
+
+
+class AnsweredByTest(test.NoDBTestCase):
+
+    class Model(cache.Model):
+
+        def hosts_running_image(self, image_id):
+            return ['sim-host']
+
+    def test_a_model_answers_unremembered_then_the_cloud_again(self):
+        self.flags(image_locality_cache_seconds=600, group='nova_ext')
+        calls = []
+
+        def compute(image):
+            calls.append(image)
+            return frozenset(['host1'])
+
+        with cache.answered_by(self.Model()) as model:
+            self.assertIs(model, cache.model())
+            # the plugin asks the model, not the cell databases
+            self.assertEqual(frozenset(['sim-host']),
+                             image_locality.hosts_running_image('img'))
+            # and nothing is remembered meanwhile
+            image_locality.hosts_by_image.get('img', compute)
+            image_locality.hosts_by_image.get('img', compute)
+        self.assertEqual(['img', 'img'], calls)
+        self.assertIsNone(cache.model())
+
+    def test_forget_all_takes_the_model_away(self):
+        with cache.answered_by(self.Model()):
+            cache.forget_all()
+            self.assertIsNone(cache.model())

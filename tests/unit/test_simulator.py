@@ -10,7 +10,9 @@ import fixtures
 from nova import test
 
 from nova_ext.cmd import manage
+from nova_ext.simulator import cloud
 from nova_ext.simulator import engine
+from nova_ext.simulator import fleet
 from nova_ext.simulator import model
 
 CONF_DIR = os.path.join(model.EXAMPLES, 'conf')
@@ -220,6 +222,139 @@ class DeclaredLevelTest(SimulatorTestCase):
         self.assertEqual(2, spread.spread_members)
 
 
+# nova-ext's filters available (so its pre-filters activate), Nova's
+# filters and packing weighers; the [nova_ext] section follows.
+PRE_FILTERS = """\
+[filter_scheduler]
+available_filters = nova.scheduler.filters.all_filters
+available_filters = nova_ext.scheduler.filters.all_filters
+weight_classes = nova.scheduler.weights.all_weighers
+ram_weight_multiplier = -1.0
+cpu_weight_multiplier = -1.0
+disk_weight_multiplier = -1.0
+
+[nova_ext]
+"""
+
+
+class RealRequestFiltersTest(SimulatorTestCase):
+    """The pre-filters run as in nova-scheduler, and the model answers the
+    placement query they build.
+    """
+    # Two general hosts and a gpu host class; the gpu host is last, so
+    # packing (ties: the first host) never picks it unless routed there.
+    CLUSTER = TWO_HOSTS + (
+        '  - {name: gpu, count: 1, vcpus: 4, cpu_allocation_ratio: 1.0,'
+        ' ram_mb: 8192, disk_gb: 100, host_class: gpu,'
+        ' traits: [CUSTOM_GPU]}\n')
+    WORKLOAD = """\
+        flavors:
+          - {name: small, vcpus: 1, ram_mb: 1024, disk_gb: 1}
+          - {name: fast, vcpus: 1, ram_mb: 1024, disk_gb: 1,
+             extra_specs: {'trait:CUSTOM_GPU': required}}
+        images:
+          names: [plain, cuda]
+          properties:
+            cuda: {nova_ext_host_class: gpu, os_distro: ubuntu}
+        sequence:
+          - {flavor: small, image: cuda, count: 2}
+          - {flavor: small, image: plain}
+          - {flavor: fast, image: plain}
+    """
+
+    def test_host_class_by_image_property(self):
+        result = self.compare(self.CLUSTER, self.WORKLOAD, extra={
+            'routed': PRE_FILTERS + 'request_filters = host_class\n'
+            'host_class_isolation = true\n',
+            'unrouted': PRE_FILTERS + 'request_filters =\n'},
+            explain_arrival=1)
+        routed, unrouted = result.results
+        # glance's nova_ext_host_class (the model's) routes the image's
+        # servers to the gpu aggregate, isolation keeps the others off it
+        # (member_of=!in:), where alone the trait CUSTOM_GPU is; unrouted,
+        # packing takes the first host but for that trait
+        self.assertEqual(['gpu-001', 'gpu-001', 'h-001', None],
+                         routed.placements)
+        self.assertEqual(['h-001', 'h-001', 'h-001', 'gpu-001'],
+                         unrouted.placements)
+        self.assertEqual(['host_class'], routed.request_filters)
+        steps = {step['name']: step for step
+                 in routed.explain['request_filters']}
+        gpu_aggregate = fleet.aggregate(0, 'class-gpu', [], {}).uuid
+        self.assertEqual(['member_of=in:%s' % gpu_aggregate],
+                         steps['host_class']['added'])
+        self.assertIn('member_of=in:%s' % gpu_aggregate,
+                      routed.explain['placement_query'])
+        self.assertEqual(['gpu-001'], routed.explain['candidates'])
+
+    def test_failure_domain_leaves_full_racks_out_of_placement(self):
+        # no FailureDomainAntiAffinityFilter: the pre-filter alone
+        result = self.compare(
+            FailureDomainTest.CLUSTER, FailureDomainTest.WORKLOAD, extra={
+                'pre-filter': PRE_FILTERS + 'request_filters = '
+                'failure_domain\n',
+                'none': PRE_FILTERS + 'request_filters =\n'},
+            explain_arrival=2)
+        spread, packing = result.results
+        self.assertEqual(['h-001', 'h-003'], spread.placements)
+        self.assertEqual(0, spread.failure_domain_violations)
+        self.assertEqual(['h-001', 'h-002'], packing.placements)
+        self.assertEqual(1, packing.failure_domain_violations)
+        rack = fleet.aggregate(0, 'rack-r001', [], {}).uuid
+        self.assertIn('member_of=!in:%s' % rack,
+                      spread.explain['placement_query'])
+        self.assertEqual(['h-003', 'h-004'], spread.explain['candidates'])
+        self.assertEqual(['h-001', 'h-002', 'h-003', 'h-004'],
+                         packing.explain['candidates'])
+
+    def test_full_racks_everywhere_is_the_pre_filters_reason(self):
+        workload = FailureDomainTest.WORKLOAD.replace('count: 2', 'count: 3')
+        spread = self.compare(
+            FailureDomainTest.CLUSTER, workload, extra={
+                'pre-filter': PRE_FILTERS + 'request_filters = '
+                'failure_domain\n'}).results[0]
+        self.assertEqual(['h-001', 'h-003', None], spread.placements)
+        self.assertIn('failure_domain request filter left rack r001, r002 '
+                      'out of the placement query',
+                      spread.first_failure_reason)
+
+    def test_unknown_class_fails_the_request_with_the_filters_reason(self):
+        workload = self.WORKLOAD.replace('nova_ext_host_class: gpu',
+                                         'nova_ext_host_class: fpga')
+        routed = self.compare(self.CLUSTER, workload, extra={
+            'routed': PRE_FILTERS + 'request_filters = host_class\n'}
+        ).results[0]
+        self.assertEqual(0, routed.first_failure)
+        self.assertEqual('request filter: Scheduling failed: no host '
+                         'aggregate has '
+                         'nova_ext:host_class=fpga (classes: gpu)',
+                         routed.first_failure_reason)
+
+    def test_an_option_needing_a_database_is_refused(self):
+        error = self.assertRaises(
+            engine.ConfigError, self.compare, TWO_HOSTS, SEQUENCE,
+            extra={'tenants': '[scheduler]\n'
+                   'limit_tenants_to_placement_aggregate = true\n'})
+        self.assertIn('[scheduler] limit_tenants_to_placement_aggregate: '
+                      "Nova's require_tenant_aggregate", str(error))
+
+
+class PlacementQueryTest(test.NoDBTestCase):
+
+    def test_what_placement_reads_from_nova_s_query(self):
+        query = cloud.parse_query(
+            'limit=1000&member_of=in:a,b&member_of=!in:c,d&member_of=e'
+            '&required=T1,!T2&required1=in:T3,T4&resources=VCPU:1,'
+            'MEMORY_MB:512&resources1=VCPU:2&root_required=R,!F')
+        self.assertEqual({'VCPU': 3, 'MEMORY_MB': 512}, query.resources)
+        self.assertEqual({'T1', 'R'}, query.required)
+        self.assertEqual({'T2', 'F'}, query.forbidden)
+        self.assertEqual((frozenset({'T3', 'T4'}),), query.any_traits)
+        self.assertEqual((frozenset({'a', 'b'}), frozenset({'e'})),
+                         query.member_of)
+        self.assertEqual({'c', 'd'}, query.not_member_of)
+
+
 class ModelErrorTest(SimulatorTestCase):
 
     def assertModelError(self, loader, text, line, field, message):
@@ -254,6 +389,20 @@ class ModelErrorTest(SimulatorTestCase):
             model.load_workload, SEQUENCE.replace('{flavor: big, image: a}',
                                                   '{flavor: huge}', 1),
             10, 'sequence[2].flavor', "no flavor named 'huge'")
+
+    def test_trait_names_are_placement_s(self):
+        self.assertModelError(
+            model.load_cluster, TWO_HOSTS.replace(
+                '    disk_gb: 100\n', '    disk_gb: 100\n'
+                '    traits: [CUSTOM_OK, custom-bad]\n'),
+            11, 'host_groups[0].traits', "'custom-bad'")
+
+    def test_properties_of_an_unknown_image(self):
+        self.assertModelError(
+            model.load_workload, SEQUENCE.replace(
+                '  names: [a, b]\n', '  names: [a, b]\n'
+                '  properties:\n    c: {nova_ext_host_class: gpu}\n'),
+            8, 'images.properties.c', "no image named 'c'")
 
     def test_invalid_yaml(self):
         self.assertModelError(model.load_workload,

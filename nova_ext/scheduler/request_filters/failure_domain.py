@@ -42,7 +42,6 @@ import collections
 
 from oslo_log import log as logging
 
-from nova import objects
 from nova.scheduler import request_filter
 from nova.scheduler import utils as scheduler_utils
 
@@ -62,8 +61,7 @@ def _aggregates_at_level(ctxt, level):
     key = failure_domains.AGGREGATE_KEY_PREFIX + level
     return [(aggregate.uuid, aggregate.metadata[key],
              tuple(aggregate.hosts or ()))
-            for aggregate in objects.AggregateList.get_by_metadata_key(
-                ctxt, key)]
+            for aggregate in request_filters.aggregates_with_key(ctxt, key)]
 
 
 class _Declared(object):

@@ -20,7 +20,6 @@ from oslo_log import log as logging
 
 from nova import exception
 from nova.image import glance
-from nova import objects
 from nova.scheduler import request_filter
 
 from nova_ext import cache
@@ -46,6 +45,9 @@ def _image_class(ctxt, image):
         return None
 
     def _ask_glance(image_id):
+        model = cache.model()
+        if model is not None:
+            return model.image_properties(image_id).get(IMAGE_PROPERTY)
         meta = glance.API().get(ctxt, image_id)
         return (meta.get('properties') or {}).get(IMAGE_PROPERTY)
 
@@ -68,8 +70,7 @@ def route_to_host_class(ctxt, request_spec):
     host_class = requested_class(ctxt, request_spec)
     if not host_class and not CONF.nova_ext.host_class_isolation:
         return False
-    aggregates = objects.AggregateList.get_by_metadata_key(ctxt,
-                                                           AGGREGATE_KEY)
+    aggregates = request_filters.aggregates_with_key(ctxt, AGGREGATE_KEY)
     if not host_class:
         classed = {agg.uuid for agg in aggregates}
         if classed:

@@ -42,6 +42,12 @@ cache.register_reset(_traits_created.clear)
 
 
 def _ensure_trait_exists(trait):
+    model = cache.model()
+    if model is not None:
+        # the model's placement; what this process made sure of in the
+        # cloud's stays as it was
+        model.ensure_trait(trait)
+        return
     if trait in _traits_created:
         return
     resp = report.report_client_singleton().put(

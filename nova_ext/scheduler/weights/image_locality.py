@@ -15,8 +15,8 @@ instance lists are often uuid-only stubs (after a restart or a sync), so they
 cannot tell which image an instance runs. Per host the weigher is a set
 lookup.
 
-:func:`use_source` replaces the cell databases with an in-memory answer
-(``nova-ext-manage simulate`` has no database); the cache is then skipped.
+Where there is no database (``nova-ext-manage simulate``), the model in
+place (:func:`nova_ext.cache.answered_by`) answers instead, uncached.
 """
 
 from oslo_log import log as logging
@@ -31,18 +31,6 @@ from nova_ext.scheduler import weights
 LOG = logging.getLogger(__name__)
 
 hosts_by_image = cache.TTLLookup('image_locality_cache_seconds')
-
-# None: ask the cell databases. Otherwise a callable image_id -> hosts.
-_source = None
-
-
-def use_source(source):
-    """Answer "which hosts run image X" with ``source(image_id)`` (an
-    iterable of host names) instead of the cell databases, uncached; None
-    goes back to the databases. For the scheduling simulator.
-    """
-    global _source
-    _source = source
 
 
 @main_db.pick_context_manager_reader
@@ -71,8 +59,9 @@ def _ask_cells(image_id):
 
 
 def hosts_running_image(image_id):
-    if _source is not None:
-        return frozenset(_source(image_id))
+    model = cache.model()
+    if model is not None:
+        return frozenset(model.hosts_running_image(image_id))
     return hosts_by_image.get(image_id, _ask_cells)
 
 
