@@ -461,7 +461,8 @@ def _domains_from_traits(level):
 
 
 def _trait_domains(level):
-    if _source is not None or (
+    # a model of a cloud (the simulator's) declares domains by aggregates
+    if cache.model() is not None or (
             'traits' not in CONF.nova_ext.failure_domain_sources):
         return {}
     return trait_domains_by_level.get(level, _domains_from_traits)
@@ -469,19 +470,6 @@ def _trait_domains(level):
 
 domains_by_level = cache.TTLLookup('failure_domain_cache_seconds')
 trait_domains_by_level = cache.TTLLookup('failure_domain_cache_seconds')
-
-# None: ask the API database. Otherwise a callable level -> {host: domains}.
-_source = None
-
-
-def use_source(source):
-    """Answer "which domains is each host in at level L" with
-    ``source(level)`` (``{host: set of domains}``, as
-    :func:`_domains_at_level`) instead of the API database, uncached; None
-    goes back to the database. For the scheduling simulator.
-    """
-    global _source
-    _source = source
 
 
 def _domains_of_unlisted_hosts(hosts, level, own_domain, trait_domains,
@@ -494,8 +482,9 @@ def _domains_of_unlisted_hosts(hosts, level, own_domain, trait_domains,
     """
     if not hosts:
         return {}
-    if _source is not None:
-        known = _source(level)
+    model = cache.model()
+    if model is not None:
+        known = model.domains_at_level(level)
     elif use_aggregates:
         known = domains_by_level.get(level, _domains_at_level)
     else:

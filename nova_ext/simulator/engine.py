@@ -365,9 +365,6 @@ class Simulation:
         # process's other users of ``random`` are not made predictable.
         random_state = random.getstate()
         random.seed(self.workload.seed if seed is None else seed)
-        # failure_domains has a seam of its own (it does not ask
-        # cache.model() yet)
-        failure_domains.use_source(simulated_cloud.domains_at_level)
         try:
             with cache.answered_by(simulated_cloud):
                 result = self._replay(
@@ -376,7 +373,6 @@ class Simulation:
                     used, instances_on, index_of, allowed, image_instances,
                     objects, explain_arrival)
         finally:
-            failure_domains.use_source(None)
             failure_domains.live_members.clear()
             random.setstate(random_state)
         result.request_filters = active
