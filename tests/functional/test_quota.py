@@ -10,9 +10,9 @@ and fault).
 
 import io
 import logging
+import threading
 
 import fixtures
-from oslo_context import context as common_context
 import sqlalchemy
 from sqlalchemy import event
 
@@ -23,6 +23,7 @@ from nova import exception
 from nova import objects
 from nova import quota as nova_quota
 from nova.scheduler import manager as scheduler_manager
+from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional.api import client
 
 from nova_ext import activation
@@ -367,14 +368,12 @@ class CostTest(QuotaTestCase):
             pass
         ctxt = nova_context.RequestContext('fake', self.project)
         run = []
+        thread = threading.get_ident()
 
         def count(conn, cursor, statement, *args):
-            # Only this request's (Nova's services run periodic tasks in
-            # other threads); the cells are queried in worker threads,
-            # which carry the request's context.
-            current = common_context.get_current()
-            if current is not None and current.request_id == (
-                    ctxt.request_id) and statement != 'BEGIN':
+            # Only this thread's: Nova's services report their state and
+            # run periodic tasks in threads of their own.
+            if threading.get_ident() == thread and statement != 'BEGIN':
                 # (sqlite's transactions are statements too: oslo.db's
                 # workaround for pysqlite; MariaDB's are not)
                 run.append(statement)
@@ -382,10 +381,13 @@ class CostTest(QuotaTestCase):
         event.listen(sqlalchemy.engine.Engine, 'before_cursor_execute',
                      count)
         try:
-            if refused:
-                self.assertRaises(exception.TooManyInstances, check, ctxt)
-            else:
-                check(ctxt)
+            # The cells are queried in this thread too, not in workers.
+            with nova_fixtures.SpawnIsSynchronousFixture():
+                if refused:
+                    self.assertRaises(exception.TooManyInstances, check,
+                                      ctxt)
+                else:
+                    check(ctxt)
         finally:
             event.remove(sqlalchemy.engine.Engine, 'before_cursor_execute',
                          count)
@@ -425,8 +427,9 @@ class CostTest(QuotaTestCase):
         # A refusal costs the same.
         self.quota('quota', 'set', '--project', self.project,
                    '--class', 'gpu', '--instances', '1')
-        self.assertLessEqual(len(self.check_create(refused=True)),
-                             len(nova) + 1)
+        refused = self.check_create(refused=True)
+        self.assertLessEqual(len(refused), len(nova) + 1,
+                             '\n'.join(refused))
 
     def test_no_limit_or_cached_limits_cost_at_most_one_more(self):
         self.quota('quota', 'set', '--project', self.project,
