@@ -10,8 +10,10 @@ dropped at the end), builds Nova's schema with Nova's own migrations and
 nova-ext's with ``nova-ext-manage db sync``'s code, maps the cell, and
 creates two flavors: ``gpu.small`` (``nova_ext:quota_class=gpu``) and
 ``m1.small``. Then, for each size N, it inserts N instances of one project
-(10 % gpu.small) into the cell database and times Nova's own instance quota
-check, ``nova.compute.utils.check_num_instances_quota(ctxt, flavor, 1, 1)``
+(10 % gpu.small; with ``--project-share S`` only the share S of them, the
+rest spread over 100 other projects) into the cell database and times
+Nova's own instance quota check,
+``nova.compute.utils.check_num_instances_quota(ctxt, flavor, 1, 1)``
 (what nova-api runs for every create, and nova-conductor rechecks), for a
 gpu.small request:
 
@@ -23,7 +25,9 @@ gpu.small request:
   the class's flavors.
 
 The two alternate call by call (the driver is activated and deactivated in
-between), so load from other processes on the machine hits both alike.
+between), each going first every other round, so load from other processes
+on the machine and pages left in MariaDB's buffer pool by the previous call
+help or hurt both alike.
 SQL statements are counted with a SQLAlchemy ``before_cursor_execute``
 listener on every engine; "default caches" counts them for gpu.small with
 the options at their defaults (flavors of a class remembered 30 s, limits
@@ -51,6 +55,10 @@ def main(argv=None):
                                                    s.split(',')],
                         default=list(SIZES))
     parser.add_argument('--repeat', type=int, default=30)
+    parser.add_argument('--project-share', type=float, default=1.0,
+                        help='share of the N instances in the project '
+                        'checked (default 1: all); the others belong to '
+                        '100 other projects')
     args = parser.parse_args(argv)
     warnings.simplefilter('ignore')
 
@@ -141,7 +149,10 @@ def measure(args, names):
         """
         runs = {'nova': ([], []), 'per_flavor': ([], [])}
         for i in range(args.repeat + 3):
-            for name in ('nova', 'per_flavor'):
+            # Either may find the pages the other just read in the buffer
+            # pool: each goes first every other round.
+            order = ('nova', 'per_flavor')
+            for name in order if i % 2 else reversed(order):
                 if name == 'nova':
                     quota.deactivate()
                 else:
@@ -168,6 +179,7 @@ def measure(args, names):
     from nova.db.main import api as main_db
     engine = main_db.get_engine()
     inserted = 0
+    every = max(1, round(1 / args.project_share))
     row = '%9s %9s %14s %6s %9s %15s %19s %20s %17s'
     print(row % ('instances', 'nova ms', 'per_flavor ms', 'ratio',
                  'nova SQL', 'per_flavor SQL', 'default caches SQL',
@@ -180,9 +192,12 @@ def measure(args, names):
         with engine.begin() as connection:
             batch = []
             for i in range(inserted, size):
-                flavor = gpu if i % 10 == 0 else general
+                ours, rank = i % every == 0, i // every
+                flavor = gpu if rank % 10 == 0 else general
                 batch.append({
-                    'uuid': str(uuid.uuid4()), 'project_id': PROJECT,
+                    'uuid': str(uuid.uuid4()),
+                    'project_id': PROJECT if ours else 'other-%d' % (
+                        rank % 100),
                     'user_id': 'bench-user', 'vcpus': flavor.vcpus,
                     'memory_mb': flavor.memory_mb,
                     'instance_type_id': flavor.id, 'deleted': 0,
