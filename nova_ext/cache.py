@@ -149,6 +149,13 @@ class TTLLookup:
                 cache[key] = value
         return value
 
+    def put(self, key, value):
+        """Remember ``value`` for ``key`` (found fresh by other means)."""
+        with self._lock:
+            cache = self._current_cache()
+            if cache is not None:
+                cache[key] = value
+
     def clear(self):
         with self._lock:
             self._cache = None

@@ -190,8 +190,11 @@ documentation. Requires ``[quota] driver = nova.quota.DbQuotaDriver``.
 How long nova-api and nova-conductor remember which flavors belong to a
 flavor class (extra spec ``nova_ext:quota_class``) before asking the API
 database again. A flavor moved into or out of a class is counted accordingly
-after at most this long. 0 asks on every limited create. Limits themselves
-are always read fresh.
+after at most this long. When nova-ext's tables are in Nova's API database
+(``[nova_ext_database] connection`` unset, the default), every limits read
+brings the flavors along in the same statement, so this matters only with
+``quota_limits_cache_seconds`` set; with nova-ext's tables elsewhere, 0 asks
+on every limited create (one more statement).
 """),
     cfg.IntOpt(
         'quota_limits_cache_seconds',
@@ -201,9 +204,11 @@ are always read fresh.
 How long nova-api and nova-conductor remember the per-flavor limits of a
 project for a flavor before reading them again. 0 (the default): read on
 every check, so ``nova-ext-manage quota set`` applies at once. A few seconds
-saves one database query per create on busy clouds; a changed limit then
-applies after at most this long. Usage is always counted fresh, so racing
-creates are settled by the conductor recheck either way.
+saves one database query per create on busy clouds (with the flavors of a
+class remembered too, a limited create then costs no statement more than
+Nova's own check); a changed limit then applies after at most this long.
+Usage is always counted fresh, so racing creates are settled by the
+conductor recheck either way.
 """),
     cfg.ListOpt(
         'quota_classes',

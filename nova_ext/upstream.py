@@ -39,6 +39,13 @@ INTERNALS = (
              '(context, instance, current_flavor, new_flavor, is_bfv, '
              'is_revert)',
              'the resize-time quota check has no hook either; wrapped'),
+    Internal('nova.quota._instances_cores_ram_count_legacy',
+             '(context, project_id, user_id=None)',
+             'Nova\'s instance count reads the project\'s rows in every '
+             'cell and keeps only the totals: the per_flavor driver counts '
+             'in its place (the same totals, from the same rows, in one '
+             'statement per cell) and keeps the per-flavor breakdown, so '
+             'its own check needs no second pass over those rows'),
     Internal('nova.scheduler.request_filter.ALL_REQUEST_FILTERS', None,
              'request pre-filters are a hard-coded list with no entry '
              'point; nova-ext appends its own to it in nova-scheduler'),

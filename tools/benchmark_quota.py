@@ -10,20 +10,30 @@ dropped at the end), builds Nova's schema with Nova's own migrations and
 nova-ext's with ``nova-ext-manage db sync``'s code, maps the cell, and
 creates two flavors: ``gpu.small`` (``nova_ext:quota_class=gpu``) and
 ``m1.small``. Then, for each size N, it inserts N instances of one project
-(10 % gpu.small) into the cell database and times Nova's own instance quota
-check, ``nova.compute.utils.check_num_instances_quota(ctxt, flavor, 1, 1)``
+(10 % gpu.small; with ``--project-share S`` only the share S of them, the
+rest spread over 100 other projects) into the cell database and times
+Nova's own instance quota check,
+``nova.compute.utils.check_num_instances_quota(ctxt, flavor, 1, 1)``
 (what nova-api runs for every create, and nova-conductor rechecks), for a
 gpu.small request:
 
 * **nova**: Nova's code as shipped ([quota] driver = DbQuotaDriver);
 * **per_flavor**: the same call with ``[nova_ext] quota_driver =
-  per_flavor`` active and a class limit on gpu (high enough to pass).
+  per_flavor`` active and a class limit on gpu (high enough to pass), with
+  nothing cached (``quota_limits_cache_seconds`` and
+  ``quota_flavor_cache_seconds`` both 0): every check reads the limits and
+  the class's flavors.
 
+The two alternate call by call (the driver is activated and deactivated in
+between), each going first every other round, so load from other processes
+on the machine and pages left in MariaDB's buffer pool by the previous call
+help or hurt both alike.
 SQL statements are counted with a SQLAlchemy ``before_cursor_execute``
-listener on every engine; "unlimited flavor" counts them for ``m1.small``,
-which no per-flavor limit covers, "cached limits" for gpu.small with
-``[nova_ext] quota_limits_cache_seconds = 60``. Median of R calls after 3
-warm-ups.
+listener on every engine; "default caches" counts them for gpu.small with
+the options at their defaults (flavors of a class remembered 30 s, limits
+not cached), "unlimited flavor" for ``m1.small``, which no per-flavor limit
+covers, "cached limits" for gpu.small with ``[nova_ext]
+quota_limits_cache_seconds = 60``. Median of R calls after 3 warm-ups.
 """
 
 import argparse
@@ -45,6 +55,10 @@ def main(argv=None):
                                                    s.split(',')],
                         default=list(SIZES))
     parser.add_argument('--repeat', type=int, default=30)
+    parser.add_argument('--project-share', type=float, default=1.0,
+                        help='share of the N instances in the project '
+                        'checked (default 1: all); the others belong to '
+                        '100 other projects')
     args = parser.parse_args(argv)
     warnings.simplefilter('ignore')
 
@@ -83,6 +97,7 @@ def measure(args, names):
     from nova import objects
 
     from nova_ext import activation
+    from nova_ext import cache
     from nova_ext import conf as ext_conf
     from nova_ext import quota
     from nova_ext.quota import db as quota_db
@@ -121,32 +136,68 @@ def measure(args, names):
                  lambda *a, **k: statements.append(1))
     user_ctxt = nova_context.RequestContext('bench-user', PROJECT)
 
-    def timed(flavor):
-        times, counts = [], []
+    def check(flavor):
+        del statements[:]
+        start = time.perf_counter()
+        # Looked up at each call: activation replaces it.
+        compute_utils.check_num_instances_quota(user_ctxt, flavor, 1, 1)
+        return (time.perf_counter() - start) * 1000.0, len(statements)
+
+    def interleaved(flavor):
+        """Median ms and statements of Nova's check and of per_flavor's,
+        alternating call by call.
+        """
+        runs = {'nova': ([], []), 'per_flavor': ([], [])}
         for i in range(args.repeat + 3):
-            del statements[:]
-            start = time.perf_counter()
-            compute_utils.check_num_instances_quota(user_ctxt, flavor, 1, 1)
-            elapsed = (time.perf_counter() - start) * 1000.0
-            if i >= 3:
-                times.append(elapsed)
-                counts.append(len(statements))
-        return statistics.median(times), statistics.median(counts)
+            # Either may find the pages the other just read in the buffer
+            # pool: each goes first every other round.
+            order = ('nova', 'per_flavor')
+            for name in order if i % 2 else reversed(order):
+                if name == 'nova':
+                    quota.deactivate()
+                else:
+                    quota.activate(conf)
+                elapsed, count = check(flavor)
+                if i >= 3:
+                    runs[name][0].append(elapsed)
+                    runs[name][1].append(count)
+        quota.deactivate()
+        return {name: (statistics.median(times), statistics.median(counts))
+                for name, (times, counts) in runs.items()}
+
+    def per_flavor_statements(flavor, **flags):
+        for name, value in flags.items():
+            conf.set_override(name, value, group='nova_ext')
+        cache.forget_all()
+        quota.activate(conf)
+        counts = [check(flavor)[1] for _ in range(3)]
+        quota.deactivate()
+        for name in flags:
+            conf.clear_override(name, group='nova_ext')
+        return counts[-1]
 
     from nova.db.main import api as main_db
     engine = main_db.get_engine()
     inserted = 0
-    row = '%9s %9s %14s %6s %9s %15s %19s %16s'
+    every = max(1, round(1 / args.project_share))
+    row = '%9s %9s %14s %6s %9s %15s %19s %20s %17s'
     print(row % ('instances', 'nova ms', 'per_flavor ms', 'ratio',
-                 'nova SQL', 'per_flavor SQL', 'unlimited flavor SQL',
-                 'cached limits SQL'))
+                 'nova SQL', 'per_flavor SQL', 'default caches SQL',
+                 'unlimited flavor SQL', 'cached limits SQL'))
+    conf.set_override('quota_driver', 'per_flavor', group='nova_ext')
+    # Once, as nova-api does at start (it records the activation).
+    activation.activate_process(conf, binary='benchmark')
+    quota.deactivate()
     for size in args.sizes:
         with engine.begin() as connection:
             batch = []
             for i in range(inserted, size):
-                flavor = gpu if i % 10 == 0 else general
+                ours, rank = i % every == 0, i // every
+                flavor = gpu if rank % 10 == 0 else general
                 batch.append({
-                    'uuid': str(uuid.uuid4()), 'project_id': PROJECT,
+                    'uuid': str(uuid.uuid4()),
+                    'project_id': PROJECT if ours else 'other-%d' % (
+                        rank % 100),
                     'user_id': 'bench-user', 'vcpus': flavor.vcpus,
                     'memory_mb': flavor.memory_mb,
                     'instance_type_id': flavor.id, 'deleted': 0,
@@ -159,20 +210,21 @@ def measure(args, names):
                 connection.execute(models.Instance.__table__.insert(), batch)
         inserted = size
 
-        quota.deactivate()
-        nova_ms, nova_sql = timed(gpu)
-        conf.set_override('quota_driver', 'per_flavor', group='nova_ext')
-        activation.activate_process(conf, binary='benchmark')
-        ext_ms, ext_sql = timed(gpu)
-        _ms, unlimited_sql = timed(general)
-        conf.set_override('quota_limits_cache_seconds', 60, group='nova_ext')
-        _ms, cached_sql = timed(gpu)
+        conf.set_override('quota_limits_cache_seconds', 0, group='nova_ext')
+        conf.set_override('quota_flavor_cache_seconds', 0, group='nova_ext')
+        cache.forget_all()
+        measured = interleaved(gpu)
         conf.clear_override('quota_limits_cache_seconds', group='nova_ext')
-        conf.clear_override('quota_driver', group='nova_ext')
-        quota.deactivate()
+        conf.clear_override('quota_flavor_cache_seconds', group='nova_ext')
+        nova_ms, nova_sql = measured['nova']
+        ext_ms, ext_sql = measured['per_flavor']
+        default_sql = per_flavor_statements(gpu)
+        unlimited_sql = per_flavor_statements(general)
+        cached_sql = per_flavor_statements(
+            gpu, quota_limits_cache_seconds=60)
         print(row % (size, '%.2f' % nova_ms, '%.2f' % ext_ms,
                      '%.2f' % (ext_ms / nova_ms), nova_sql, ext_sql,
-                     unlimited_sql, cached_sql), flush=True)
+                     default_sql, unlimited_sql, cached_sql), flush=True)
     return 0
 
 

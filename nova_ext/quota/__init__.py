@@ -18,11 +18,22 @@ max_count, project_id, orig_num_req)`` (returns how many of max_count may be
 created, or raises ``nova.exception.TooManyInstances``) and
 ``check_flavor_resize(context, project_id, current_flavor, new_flavor)``.
 
+A driver may also define ``count_instances_cores_ram(context, project_id,
+user_id=None)``: it replaces Nova's own count of instances, cores and RAM in
+the cells (``nova.quota._instances_cores_ram_count_legacy``, what Nova's
+check runs unless ``[quota] count_usage_from_placement``) and must return
+what Nova's returns. Nova's check and the driver's flavor check run inside
+one :func:`check_memo` scope, so what the count learns on the way (the
+per_flavor driver: usage per flavor) serves the flavor check without a
+second pass over the same rows.
+
 :func:`activate` runs in every process that opens a database through a URL
 with ``?plugin=nova_ext`` (see :mod:`nova_ext.activation`): nova-api and
 nova-conductor both do. It is idempotent and logs one line.
 """
 
+import contextlib
+import contextvars
 import functools
 import os
 import socket
@@ -45,8 +56,15 @@ NOVA_DB_DRIVER = 'nova.quota.DbQuotaDriver'
 _ENGINE_DRIVER = 'nova.quota.QUOTAS._QuotaEngine__driver_override'
 _INSTANCES_CHECK = 'nova.compute.utils.check_num_instances_quota'
 _UPSIZE_CHECK = 'nova.compute.api.API._check_quota_for_upsize'
+_NOVA_COUNT = 'nova.quota._instances_cores_ram_count_legacy'
 
 _active = {}  # name, driver, originals ({path: what Nova had there})
+
+# What Nova's count and the driver's flavor check of one quota check share
+# (see check_memo); None outside a check. A context variable: the count and
+# the check run in the request's thread (or greenthread), and a thread that
+# serves the next request must not see this one's numbers.
+_memo = contextvars.ContextVar('nova_ext_quota_check', default=None)
 
 
 class ActivationError(Exception):
@@ -83,6 +101,9 @@ def activate(conf=CONF, binary=None):
         originals[_UPSIZE_CHECK] = upstream.patch(
             _UPSIZE_CHECK, staticmethod(_with_resize_check(
                 upstream.get(_UPSIZE_CHECK), quota_driver)))
+    if hasattr(quota_driver, 'count_instances_cores_ram'):
+        originals[_NOVA_COUNT] = upstream.patch(
+            _NOVA_COUNT, quota_driver.count_instances_cores_ram)
     _active.update(name=name, driver=quota_driver, originals=originals)
     LOG.info('nova-ext: quota driver active: %(name)s (%(cls)s) in '
              '%(binary)s pid %(pid)d',
@@ -119,16 +140,35 @@ def process_host(conf=CONF):
         return socket.gethostname()
 
 
+@contextlib.contextmanager
+def _one_check():
+    token = _memo.set({})
+    try:
+        yield
+    finally:
+        _memo.reset(token)
+
+
+def check_memo():
+    """The dict Nova's count and the driver's flavor check of the quota
+    check running in this thread share: empty when the check starts,
+    forgotten when it ends. None outside a check (Nova counting for another
+    reason, e.g. the quota-sets API showing usage).
+    """
+    return _memo.get()
+
+
 def _with_flavor_check(nova_check, quota_driver):
     @functools.wraps(nova_check)
     def checked(context, flavor, min_count, max_count, project_id=None,
                 user_id=None, orig_num_req=None):
-        allowed = nova_check(context, flavor, min_count, max_count,
-                             project_id=project_id, user_id=user_id,
-                             orig_num_req=orig_num_req)
-        return quota_driver.check_flavor_instances(
-            context, flavor, min_count, allowed,
-            project_id or context.project_id, orig_num_req)
+        with _one_check():
+            allowed = nova_check(context, flavor, min_count, max_count,
+                                 project_id=project_id, user_id=user_id,
+                                 orig_num_req=orig_num_req)
+            return quota_driver.check_flavor_instances(
+                context, flavor, min_count, allowed,
+                project_id or context.project_id, orig_num_req)
     return checked
 
 
@@ -136,10 +176,12 @@ def _with_resize_check(nova_check, quota_driver):
     @functools.wraps(nova_check)
     def checked(context, instance, current_flavor, new_flavor, is_bfv,
                 is_revert):
-        nova_check(context, instance, current_flavor, new_flavor, is_bfv,
-                   is_revert)
-        # A revert moves the instance back into its old flavor's scope,
-        # which others may have filled meanwhile: checked the same way.
-        quota_driver.check_flavor_resize(
-            context, instance.project_id, current_flavor, new_flavor)
+        with _one_check():
+            nova_check(context, instance, current_flavor, new_flavor,
+                       is_bfv, is_revert)
+            # A revert moves the instance back into its old flavor's
+            # scope, which others may have filled meanwhile: checked the
+            # same way.
+            quota_driver.check_flavor_resize(
+                context, instance.project_id, current_flavor, new_flavor)
     return checked

@@ -113,16 +113,78 @@ def reset():
 
 # -- limits -------------------------------------------------------------------
 
-def limits_for(conf, project_id, flavorid, quota_class):
-    """Limits that apply to one flavor for one project: one query.
+def limits_for(conf, context, project_id, flavorid, quota_class):
+    """Limits that apply to one flavor for one project, and the flavors
+    each covers.
 
-    Returns {(scope, name): {resource: limit}}, the project's own row
-    winning over the ``*`` default.
+    Returns ``(limits, members)``: limits is {(scope, name): {resource:
+    limit}}, the project's own row winning over the ``*`` default; members
+    is {(scope, name): [internal flavor ids]} for every scope in limits.
+
+    One statement when nova-ext's tables are in Nova's API database (the
+    default): the limits joined with the API database's flavors and flavor
+    extra specs. With ``[nova_ext_database] connection`` elsewhere no join
+    across the two databases is possible, and members is None: the caller
+    asks :func:`flavors_in_scope` (one more statement).
     """
     scopes = [('flavor', flavorid)]
     if quota_class:
         scopes.append(('class', quota_class))
-    return _limits(conf, project_id, scopes)
+    if not shares_api_database(conf):
+        return _limits(conf, project_id, scopes), None
+    return _limits_and_members(conf, project_id, scopes)
+
+
+def shares_api_database(conf):
+    """Whether nova-ext's tables are in Nova's API database: ``[nova_ext_
+    database] connection`` unset, or naming the same database (engine
+    plugins and other URL options aside).
+    """
+    ours, nova = connection_url(conf), conf.api_database.connection
+    if not ours or not nova:
+        return False
+    return _database(ours) == _database(nova)
+
+
+def _database(url):
+    url = sa.engine.make_url(url)
+    return (url.get_backend_name(), url.username, url.password, url.host,
+            url.port, url.database)
+
+
+def _targets(table, scopes):
+    return sa.or_(*[sa.and_(table.c.scope == scope, table.c.name == name)
+                    for scope, name in scopes])
+
+
+def _limits_and_members(conf, project_id, scopes):
+    from nova.db.api import models as api_models
+
+    limit = FlavorQuota.__table__
+    flavors = api_models.Flavors.__table__
+    specs = api_models.FlavorExtraSpecs.__table__
+    query = sa.select(
+        limit.c.project_id, limit.c.scope, limit.c.name, limit.c.resource,
+        limit.c.hard_limit, flavors.c.id, specs.c.flavor_id,
+    ).select_from(
+        limit.outerjoin(flavors, sa.and_(
+            limit.c.scope == 'flavor', flavors.c.flavorid == limit.c.name,
+        )).outerjoin(specs, sa.and_(
+            limit.c.scope == 'class', specs.c.key == QUOTA_CLASS_SPEC,
+            specs.c.value == limit.c.name,
+        ))
+    ).where(
+        limit.c.project_id.in_([project_id, DEFAULT_PROJECT]),
+        _targets(limit, scopes))
+    with context_manager(conf).reader.using(_Ctx()) as session:
+        rows = session.execute(query).all()
+    members = {}
+    for row in rows:
+        ids = members.setdefault((row.scope, row.name), [])
+        member = row[5] if row.scope == 'flavor' else row[6]
+        if member is not None and member not in ids:
+            ids.append(member)
+    return _merge(rows), members
 
 
 def scope_limits(conf, project_id, scope, name):
@@ -131,12 +193,10 @@ def scope_limits(conf, project_id, scope, name):
 
 
 def _limits(conf, project_id, scopes):
-    targets = [sa.and_(FlavorQuota.scope == scope, FlavorQuota.name == name)
-               for scope, name in scopes]
     with context_manager(conf).reader.using(_Ctx()) as session:
         rows = session.query(FlavorQuota).filter(
             FlavorQuota.project_id.in_([project_id, DEFAULT_PROJECT]),
-            sa.or_(*targets)).all()
+            _targets(FlavorQuota.__table__, scopes)).all()
     return _merge(rows)
 
 
@@ -237,63 +297,114 @@ def flavors_in_scope(context, scope, name):
 
 
 def count_usage(context, project_id, flavor_ids):
-    """Instances, cores and RAM of ``flavor_ids`` in ``project_id``.
-
-    One indexed query per cell (instances_project_id_deleted_idx), counted
-    the way Nova counts its own instances/cores/ram (not deleted, not
-    soft-deleted, not the hidden copy of a cross-cell resize), except that
-    instances in ERROR without a host are not counted.
+    """Instances, cores and RAM of ``flavor_ids`` in ``project_id``: one
+    statement per cell (:func:`count_instances`).
     """
-    from nova.compute import vm_states
-    from nova import context as nova_context
-    from nova.db.main import api as main_db
-    from nova.db.main import models as main_models
+    return usage_of(count_instances(context, project_id)[1], flavor_ids)
 
+
+def usage_of(by_flavor, flavor_ids):
+    """{resource: used} of ``flavor_ids``, from :func:`count_instances`'
+    per-flavor counts.
+    """
     usage = {'instances': 0, 'cores': 0, 'ram': 0}
-    if not flavor_ids:
-        return usage
-    instance = main_models.Instance
+    for flavor_id in set(flavor_ids):
+        for resource, used in by_flavor.get(flavor_id, {}).items():
+            usage[resource] += used
+    return usage
 
-    def count_in_cell(cctxt):
-        # The cell's own database: target_cell put it on the context.
-        with main_db.get_context_manager(cctxt).reader.using(cctxt):
-            return cctxt.session.query(
-                sa.func.count(instance.id), sa.func.sum(instance.vcpus),
-                sa.func.sum(instance.memory_mb)).filter(
-                    instance.deleted == 0,
-                    instance.project_id == project_id,
-                    instance.instance_type_id.in_(list(flavor_ids)),
-                    sa.or_(instance.vm_state != vm_states.SOFT_DELETED,
-                           instance.vm_state == sql.null()),
-                    sa.or_(instance.hidden == sql.false(),
-                           instance.hidden == sql.null()),
-                    # Never reached a host (e.g. lost the conductor's
-                    # recheck): holds no hardware. Counting them would let
-                    # one burst of racing creates lock the class for good.
-                    sa.not_(sa.and_(instance.vm_state == vm_states.ERROR,
-                                    instance.host == sql.null()))).first()
 
-    # The cells Nova itself counts for instances quota.
+def count_instances(context, project_id, user_id=None):
+    """Nova's instance counts and nova-ext's per-flavor ones, in one pass.
+
+    Returns ``(totals, by_flavor)``. ``totals`` is exactly what Nova's
+    ``nova.quota._instances_cores_ram_count_legacy`` returns:
+    {'project': {'instances': N, 'cores': N, 'ram': MB}} and, with
+    ``user_id``, the same under 'user'; counted as Nova counts (not deleted,
+    not soft-deleted, not the hidden copy of a cross-cell resize), in the
+    cells Nova counts in. ``by_flavor`` is {internal flavor id: {resource:
+    used}} of the project's instances as per-flavor quotas count them: the
+    same, except instances in ERROR that never reached a host.
+
+    One statement per cell (index instances_project_id_deleted_idx, as
+    Nova's own): the project's rows grouped by flavor, by "in ERROR without
+    a host" and, with ``user_id``, by "the user's", where Nova runs one
+    statement for the project and one more for the user.
+    """
+    from nova import context as nova_context
     from nova import objects
+
+    # The cells Nova itself counts instances in.
     if CONF.api.instance_list_per_project_cells:
         cells = objects.CellMappingList.get_by_project_id(context, project_id)
     else:
         nova_context.load_cells()
         cells = nova_context.CELLS
     results = nova_context.scatter_gather_cells(
-        context, cells, nova_context.CELL_TIMEOUT, count_in_cell)
-    for cell_uuid, result in results.items():
-        if nova_context.is_cell_failure_sentinel(result):
+        context, cells, nova_context.CELL_TIMEOUT, _count_in_cell,
+        project_id, user_id)
+
+    totals = {'project': {'instances': 0, 'cores': 0, 'ram': 0}}
+    if user_id:
+        totals['user'] = {'instances': 0, 'cores': 0, 'ram': 0}
+    by_flavor = {}
+    for cell_uuid, rows in results.items():
+        if nova_context.is_cell_failure_sentinel(rows):
             # As Nova's own counting does: a cell that does not answer
             # counts as empty rather than failing every create.
             LOG.warning('nova-ext: cell %s did not answer (%s); its '
-                        'instances are not counted in per-flavor quota '
-                        'usage', cell_uuid, result)
+                        'instances are not counted in quota usage',
+                        cell_uuid, rows)
             continue
-        usage['instances'] += int(result[0] or 0)
-        usage['cores'] += int(result[1] or 0)
-        usage['ram'] += int(result[2] or 0)
-    return usage
+        for flavor_id, lost, mine, instances, cores, ram in rows:
+            used = {'instances': int(instances or 0),
+                    'cores': int(cores or 0), 'ram': int(ram or 0)}
+            scopes = [totals['project']]
+            if user_id and mine:
+                scopes.append(totals['user'])
+            if not lost:
+                scopes.append(by_flavor.setdefault(
+                    flavor_id, {'instances': 0, 'cores': 0, 'ram': 0}))
+            for scope in scopes:
+                for resource, value in used.items():
+                    scope[resource] += value
+    return totals, by_flavor
+
+
+def _count_in_cell(cctxt, project_id, user_id):
+    """Rows (flavor id, lost, mine, instances, cores, RAM) of one cell."""
+    from nova.compute import vm_states
+    from nova.db.main import api as main_db
+    from nova.db.main import models as main_models
+
+    instance = main_models.Instance
+    # Never reached a host (e.g. lost the conductor's recheck): holds no
+    # hardware. Counting them would let one burst of racing creates lock a
+    # class for good. Nova counts them.
+    lost = sa.case((sa.and_(instance.vm_state == vm_states.ERROR,
+                            instance.host == sql.null()), 1), else_=0)
+    keys = [instance.instance_type_id, lost.label('lost')]
+    if user_id:
+        keys.append(sa.case((instance.user_id == user_id, 1),
+                            else_=0).label('mine'))
+    # The cell's own database: target_cell put it on the context.
+    with main_db.get_context_manager(cctxt).reader.using(cctxt):
+        rows = cctxt.session.query(
+            *keys, sa.func.count(instance.id), sa.func.sum(instance.vcpus),
+            sa.func.sum(instance.memory_mb),
+        ).filter(
+            # Nova's filters (nova.objects.instance.InstanceList.get_counts)
+            instance.deleted == 0,
+            sa.or_(instance.vm_state != vm_states.SOFT_DELETED,
+                   instance.vm_state == sql.null()),
+            instance.project_id == project_id,
+            sa.or_(instance.hidden == sql.false(),
+                   instance.hidden == sql.null()),
+        ).group_by(*keys).all()
+    if user_id:
+        return [tuple(row) for row in rows]
+    return [(flavor_id, lost, 0, instances, cores, ram)
+            for flavor_id, lost, instances, cores, ram in rows]
 
 
 VERSION_TABLE = 'nova_ext_alembic_version'

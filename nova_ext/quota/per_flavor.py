@@ -10,8 +10,11 @@ quota_classes``). Everything else (instances, cores, ram, key pairs, server
 groups, metadata ...) is Nova's ``DbQuotaDriver`` unchanged.
 
 Usage is counted, not reserved: instances of the flavor, or of every flavor
-in the class, in the project, in each cell (one query per cell), as Nova
-counts its own quotas since Pike. Races between concurrent creates are
+in the class, in the project, in each cell, as Nova counts its own quotas
+since Pike. The driver counts in place of Nova's own instance count (the
+same totals for Nova, the per-flavor breakdown kept for this check), so a
+limited create costs one statement more than Nova's check: the limits
+joined with the flavors they cover. Races between concurrent creates are
 settled by the recheck nova-conductor runs after creating the instances.
 """
 
@@ -21,6 +24,7 @@ from nova import exception
 from nova import quota
 
 from nova_ext import cache
+from nova_ext import quota as plug_point
 from nova_ext.quota import db
 
 LOG = logging.getLogger(__name__)
@@ -29,6 +33,8 @@ LOG = logging.getLogger(__name__)
 flavors_in_scope = cache.TTLLookup('quota_flavor_cache_seconds')
 # (project, flavor ID, class) -> the limits that apply.
 limits_for = cache.TTLLookup('quota_limits_cache_seconds')
+# Where the check memo keeps the count of Nova's check (plug_point).
+_COUNTED = 'per_flavor:counted'
 
 
 def quota_class(flavor):
@@ -49,18 +55,55 @@ def _need(flavor):
 
 class PerFlavorQuotaDriver(quota.DbQuotaDriver):
 
+    def count_instances_cores_ram(self, context, project_id, user_id=None):
+        """Nova's instance count (installed in its place by the plug point):
+        Nova gets its totals, the flavor check of the same quota check the
+        per-flavor usage counted in the same statement.
+        """
+        totals, by_flavor = db.count_instances(context, project_id, user_id)
+        memo = plug_point.check_memo()
+        if memo is not None:
+            memo[_COUNTED] = (project_id, by_flavor)
+        return totals
+
+    @staticmethod
+    def _by_flavor(context, project_id):
+        """Per-flavor usage: from Nova's count of this check when it ran
+        (it does unless ``[quota] count_usage_from_placement``, or for a
+        resize that grows neither cores nor RAM), else counted now.
+        """
+        memo = plug_point.check_memo()
+        counted = memo.get(_COUNTED) if memo is not None else None
+        if counted is None or counted[0] != project_id:
+            counted = (project_id,
+                       db.count_instances(context, project_id)[1])
+            if memo is not None:
+                memo[_COUNTED] = counted
+        return counted[1]
+
     def _scoped_usage(self, context, project_id, flavor):
         """Yield (scope, name, limits, usage) for each limit on ``flavor``."""
+        members = {}
+
+        def read_limits(key):
+            limits, read = db.limits_for(db.CONF, context, *key)
+            members.update(read or {})
+            return limits
+
         limits = limits_for.get(
-            (project_id, flavor.flavorid, quota_class(flavor)),
-            lambda key: db.limits_for(db.CONF, *key))
+            (project_id, flavor.flavorid, quota_class(flavor)), read_limits)
         for (scope, name), scope_limits in sorted(limits.items()):
             if all(limit < 0 for limit in scope_limits.values()):
                 continue
-            flavor_ids = flavors_in_scope.get(
-                (scope, name),
-                lambda key: db.flavors_in_scope(context, *key))
-            usage = db.count_usage(context, project_id, flavor_ids)
+            if (scope, name) in members:  # read with the limits just now
+                flavor_ids = members[scope, name]
+                flavors_in_scope.put((scope, name), flavor_ids)
+            else:
+                flavor_ids = flavors_in_scope.get(
+                    (scope, name),
+                    lambda key: db.flavors_in_scope(context, *key))
+            usage = db.usage_of(self._by_flavor(context, project_id),
+                                flavor_ids)
             yield scope, name, scope_limits, usage, flavor_ids
 
     def check_flavor_instances(self, context, flavor, min_count, max_count,

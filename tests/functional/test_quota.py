@@ -10,14 +10,26 @@ and fault).
 
 import io
 import logging
+import threading
 
 import fixtures
+import sqlalchemy
+from sqlalchemy import event
 
+from nova.compute import utils as compute_utils
+from nova import context as nova_context
+from nova.db.api import api as api_db
+from nova import exception
+from nova import objects
+from nova import quota as nova_quota
 from nova.scheduler import manager as scheduler_manager
+from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional.api import client
 
 from nova_ext import activation
 from nova_ext.cmd import manage
+from nova_ext import quota
+from nova_ext.quota import db as quota_db
 from nova_ext.sandbox import cloud
 from tests.functional import base
 
@@ -311,3 +323,182 @@ class ConcurrentCreatesTest(QuotaTestCase):
                            '--class', 'gpu')
         # Servers that lost the race never reached a host: not counted.
         self.assertRegex(usage, r'instances\s*\|\s*%d\s*\|' % active)
+
+
+class CostTest(QuotaTestCase):
+    """Given nova-ext's tables in Nova's API database (the default) and
+    nothing cached, when nova-api checks a create, then the per_flavor
+    driver runs at most one SQL statement more than Nova's own check, and
+    reads the cells' instances no more often than Nova does; and the counts
+    Nova gets from it are Nova's own.
+    """
+
+    NOVA_EXT_FLAGS = dict(QuotaTestCase.NOVA_EXT_FLAGS,
+                          quota_limits_cache_seconds=0,
+                          quota_flavor_cache_seconds=0)
+
+    def _open_databases_like_a_nova_process(self):
+        # Our tables go into Nova's API database, as in production unless
+        # [nova_ext_database] names another one. Nova's test fixture keeps
+        # that database in memory, reachable through Nova's engine only:
+        # nova-ext's engine is that one here (in production it is a pool of
+        # its own on the same database).
+        self.flags(connection='sqlite://', group='api_database')
+        self.flags(connection='sqlite://', group='nova_ext_database')
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.quota.db.context_manager',
+            lambda conf: api_db.context_manager))
+        super()._open_databases_like_a_nova_process()
+        self.assertTrue(quota_db.shares_api_database(cloud.CONF))
+
+    def setUp(self):
+        super().setUp()
+        self.admin = nova_context.get_admin_context()
+        self.flavor = objects.Flavor.get_by_flavor_id(
+            self.admin, self.gpu_small)
+
+    def statements(self, check, refused=False):
+        """The SQL statements ``check(context)`` runs for its request, the
+        second time (the first loads what Nova keeps for the process, such
+        as the cell mappings).
+        """
+        try:
+            check(nova_context.RequestContext('fake', self.project))
+        except exception.TooManyInstances:
+            pass
+        ctxt = nova_context.RequestContext('fake', self.project)
+        run = []
+        thread = threading.get_ident()
+
+        def count(conn, cursor, statement, *args):
+            # Only this thread's: Nova's services report their state and
+            # run periodic tasks in threads of their own.
+            if threading.get_ident() == thread and statement != 'BEGIN':
+                # (sqlite's transactions are statements too: oslo.db's
+                # workaround for pysqlite; MariaDB's are not)
+                run.append(statement)
+
+        event.listen(sqlalchemy.engine.Engine, 'before_cursor_execute',
+                     count)
+        try:
+            # The cells are queried in this thread too, not in workers.
+            with nova_fixtures.SpawnIsSynchronousFixture():
+                if refused:
+                    self.assertRaises(exception.TooManyInstances, check,
+                                      ctxt)
+                else:
+                    check(ctxt)
+        finally:
+            event.remove(sqlalchemy.engine.Engine, 'before_cursor_execute',
+                         count)
+        return run
+
+    def check_create(self, flavor=None, refused=False):
+        flavor = flavor or self.flavor
+        return self.statements(
+            lambda ctxt: compute_utils.check_num_instances_quota(
+                ctxt, flavor, 1, 1), refused=refused)
+
+    def novas_check_create(self, flavor=None):
+        quota.deactivate()
+        try:
+            return self.check_create(flavor)
+        finally:
+            self.assertEqual('per_flavor', quota.activate(cloud.CONF))
+
+    @staticmethod
+    def reading_instances(statements):
+        return [s for s in statements if 'FROM instances' in s]
+
+    def test_a_limited_create_costs_one_statement_more_than_novas(self):
+        self.quota('quota', 'set', '--project', self.project,
+                   '--class', 'gpu', '--instances', '5')
+        self.boot('gpu', self.gpu_small)
+        self.boot('general', self.general)
+
+        nova = self.novas_check_create()
+        per_flavor = self.check_create()
+        self.assertLessEqual(len(per_flavor), len(nova) + 1,
+                             '\n'.join(per_flavor))
+        # One read per cell (cell0 and cell1), Nova's and ours the same.
+        self.assertEqual(2, len(self.reading_instances(nova)))
+        self.assertEqual(2, len(self.reading_instances(per_flavor)))
+
+        # A refusal costs the same.
+        self.quota('quota', 'set', '--project', self.project,
+                   '--class', 'gpu', '--instances', '1')
+        refused = self.check_create(refused=True)
+        self.assertLessEqual(len(refused), len(nova) + 1,
+                             '\n'.join(refused))
+
+    def test_no_limit_or_cached_limits_cost_at_most_one_more(self):
+        self.quota('quota', 'set', '--project', self.project,
+                   '--class', 'gpu', '--instances', '5')
+        general = objects.Flavor.get_by_flavor_id(self.admin, self.general)
+        self.assertLessEqual(len(self.check_create(general)),
+                             len(self.novas_check_create(general)) + 1)
+
+        # Limits cached, flavors of a class too (its default): nothing more
+        # than Nova's own statements.
+        self.flags(quota_limits_cache_seconds=60,
+                   quota_flavor_cache_seconds=30, group='nova_ext')
+        self.assertEqual(len(self.novas_check_create()),
+                         len(self.check_create()))
+
+    def test_nova_gets_its_own_counts(self):
+        other_user, other_project = 'other-user', 'other-project'
+        gpu_large = objects.Flavor.get_by_flavor_id(
+            self.admin, self.gpu_large)
+        general = objects.Flavor.get_by_flavor_id(self.admin, self.general)
+        [cell] = [cell for cell in objects.CellMappingList.get_all(
+            self.admin) if not cell.is_cell0()]
+        rows = [
+            # (flavor, user, project, vm_state, host, hidden, deleted)
+            (self.flavor, 'fake', self.project, 'active', 'host1', False,
+             False),
+            (general, other_user, self.project, 'active', 'host2', None,
+             False),
+            (self.flavor, 'fake', self.project, 'error', None, False,
+             False),
+            (self.flavor, other_user, self.project, 'error', 'host1',
+             False, False),
+            (gpu_large, 'fake', self.project, 'soft-delete', 'host1',
+             False, False),
+            (gpu_large, 'fake', self.project, 'active', 'host1', True,
+             False),
+            (gpu_large, 'fake', self.project, 'active', 'host1', False,
+             True),
+            (gpu_large, 'fake', other_project, 'active', 'host1', False,
+             False),
+            (gpu_large, 'fake', self.project, None, None, False, False),
+        ]
+        with nova_context.target_cell(self.admin, cell) as cctxt:
+            for flavor, user, project, state, host, hidden, deleted in rows:
+                instance = objects.Instance(
+                    cctxt, project_id=project, user_id=user,
+                    instance_type_id=flavor.id, vcpus=flavor.vcpus,
+                    memory_mb=flavor.memory_mb, vm_state=state, host=host,
+                    hidden=hidden)
+                instance.create()
+                if deleted:
+                    instance.destroy()
+
+        ctxt = nova_context.RequestContext('fake', self.project)
+        for user in (None, 'fake', other_user):
+            quota.deactivate()
+            novas = nova_quota._instances_cores_ram_count_legacy(
+                ctxt, self.project, user_id=user)
+            quota.activate(cloud.CONF)
+            ours = nova_quota._instances_cores_ram_count_legacy(
+                ctxt, self.project, user_id=user)
+            self.assertEqual(novas, ours)
+        self.assertEqual({'instances': 5, 'cores': 1 + 3 * 2 + 4,
+                          'ram': 512 + 3 * 1024 + 2048},
+                         novas['project'])
+        # Per flavor, an instance in ERROR that never reached a host is
+        # not counted.
+        totals, by_flavor = quota_db.count_instances(ctxt, self.project)
+        self.assertEqual({'instances': 2, 'cores': 4, 'ram': 2048},
+                         by_flavor[self.flavor.id])
+        self.assertEqual({'instances': 1, 'cores': 4, 'ram': 2048},
+                         by_flavor[gpu_large.id])

@@ -9,6 +9,25 @@ from nova_ext.scheduler import spread_scheduling
 from nova_ext.scheduler.weights import image_locality
 
 
+class PutTest(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.lookup = cache.TTLLookup('quota_flavor_cache_seconds')
+        self.addCleanup(cache._resets.remove, self.lookup.clear)
+
+    def test_a_value_put_is_what_get_answers_within_the_ttl(self):
+        self.flags(quota_flavor_cache_seconds=30, group='nova_ext')
+        self.lookup.get('gpu', lambda key: ['stale'])
+        self.lookup.put('gpu', ['fresh'])
+        self.assertEqual(['fresh'], self.lookup.get('gpu', self.fail))
+
+    def test_nothing_is_remembered_with_a_ttl_of_0(self):
+        self.flags(quota_flavor_cache_seconds=0, group='nova_ext')
+        self.lookup.put('gpu', ['fresh'])
+        self.assertEqual(['read'], self.lookup.get('gpu', lambda k: ['read']))
+
+
 class ForgetAllTest(test.NoDBTestCase):
 
     def test_lookups_and_module_memory_are_forgotten(self):

@@ -21,6 +21,7 @@ class QuotaActivationTest(test.NoDBTestCase):
         self.addCleanup(quota.deactivate)
         self.nova_check = compute_utils.check_num_instances_quota
         self.nova_upsize = compute_api.API.__dict__['_check_quota_for_upsize']
+        self.nova_count = nova_quota._instances_cores_ram_count_legacy
 
     def test_nothing_configured_nothing_changed(self):
         self.assertIsNone(quota.activate())
@@ -35,8 +36,15 @@ class QuotaActivationTest(test.NoDBTestCase):
         self.assertIs(self.nova_check, wrapped.__wrapped__)
         self.assertIsInstance(nova_quota.QUOTAS._driver,
                               per_flavor.PerFlavorQuotaDriver)
+        # Nova's instance count is the driver's (Nova's check still looks
+        # it up in its module at each call).
+        count = nova_quota._instances_cores_ram_count_legacy
+        self.assertIs(nova_quota.QUOTAS._driver, count.__self__)
+        self.assertEqual('count_instances_cores_ram', count.__name__)
 
         quota.deactivate()
+        self.assertIs(self.nova_count,
+                      nova_quota._instances_cores_ram_count_legacy)
         self.assertIs(self.nova_check, compute_utils.check_num_instances_quota)
         self.assertIs(self.nova_upsize,
                       compute_api.API.__dict__['_check_quota_for_upsize'])
@@ -58,3 +66,32 @@ class QuotaActivationTest(test.NoDBTestCase):
         self.assertIsNone(activation.activate_process(binary='nova-api'))
         self.assertIn('quota driver no-such-driver NOT activated',
                       self.stdlog.logger.output)
+
+
+class CheckMemoTest(test.NoDBTestCase):
+    """Nova's count and the driver's flavor check of one quota check share
+    a memo; the next check (in the same thread) starts with an empty one.
+    """
+
+    def test_one_memo_per_check_none_outside(self):
+        seen = []
+
+        class Driver:
+            def check_flavor_instances(self, context, flavor, min_count,
+                                       max_count, project_id, orig_num_req):
+                seen.append(quota.check_memo())
+                return max_count
+
+        def nova_check(context, flavor, min_count, max_count, **kwargs):
+            memo = quota.check_memo()
+            self.assertEqual({}, memo)  # nothing left from the last check
+            memo['counted'] = context
+            return max_count
+
+        checked = quota._with_flavor_check(nova_check, Driver())
+        self.assertIsNone(quota.check_memo())
+        self.assertEqual(1, checked('first', None, 1, 1, project_id='p'))
+        self.assertEqual(2, checked('second', None, 1, 2, project_id='p'))
+        self.assertEqual([{'counted': 'first'}, {'counted': 'second'}],
+                         seen)
+        self.assertIsNone(quota.check_memo())
