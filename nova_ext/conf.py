@@ -108,6 +108,24 @@ local disks, small root disks) looks free on every host and makes the
 weigher spread: leave it out with ``bin_packing_resource_weights``. 0 packs
 on total utilisation alone.
 """),
+    cfg.FloatOpt(
+        'bin_packing_shape_weight',
+        default=20.0,
+        min=0.0,
+        help="""
+How much BinPackingWeigher prefers the hosts on which the request is
+smallest: the request's largest share of a host's capacity (vCPU, RAM or
+disk, allocation ratios applied), times this weight, is taken off its score.
+In a cloud with hosts of several shapes (general-purpose and memory-heavy)
+this sends memory-heavy servers to the memory-heavy hosts and the others to
+the general-purpose ones, so neither kind is left with RAM or vCPUs only the
+other kind of server could use. Among hosts of the same capacity it changes
+nothing; between hosts of one shape but different sizes it leans towards the
+larger.
+The default took the worst of 5 simulator seeds from 95.6 % to 98 % of the
+volume bound on 100 hosts and from 94.9 % to 97 % on 500. 0 scores leftover
+and stranded capacity only (the behaviour before this option).
+"""),
 ]
 
 image_locality_opts = [

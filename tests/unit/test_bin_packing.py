@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""BinPackingWeigher's score: leftover plus stranded capacity."""
+"""BinPackingWeigher's score: leftover, stranded capacity and the request's
+share of the host."""
 
 from oslo_utils.fixture import uuidsentinel as uuids
 
@@ -43,9 +44,10 @@ class BinPackingWeigherTest(test.NoDBTestCase):
     def test_fuller_host_scores_higher(self):
         empty, half = self.weigh(host('a', 0, 0), host('b', 5, 5120))
         self.assertGreater(half, empty)
-        # after a 1 vCPU / 1 GiB request: a leaves 90% of both, b 40%
-        self.assertAlmostEqual(-0.9, empty)
-        self.assertAlmostEqual(-0.4, half)
+        # after a 1 vCPU / 1 GiB request: a leaves 90% of both, b 40%; the
+        # request takes 10 % of either host (share), times 20 (default)
+        self.assertAlmostEqual(-0.9 - 20 * 0.1, empty)
+        self.assertAlmostEqual(-0.4 - 20 * 0.1, half)
 
     def test_stranded_capacity_is_penalised(self):
         # Same total use; b would be left with RAM but no vCPUs to sell.
@@ -67,13 +69,67 @@ class BinPackingWeigherTest(test.NoDBTestCase):
             'vcpu': 1, 'ram': 1, 'disk': 1}, group='nova_ext')
         empty, half = self.weigh(host('a', 0, 0), host('b', 5, 5120))
         self.assertGreater(half, empty)
-        # vCPU and RAM only in the stranded term; disk (100 % free) still
-        # in the leftover mean
-        self.assertAlmostEqual(-(0.9 + 0.9 + 1.0) / 3, empty)
-        self.assertAlmostEqual(-(0.4 + 0.4 + 1.0) / 3, half)
+        # vCPU and RAM only in the stranded and share terms; disk (100 %
+        # free) still in the leftover mean
+        self.assertAlmostEqual(-(0.9 + 0.9 + 1.0) / 3 - 20 * 0.1, empty)
+        self.assertAlmostEqual(-(0.4 + 0.4 + 1.0) / 3 - 20 * 0.1, half)
 
     def test_resource_weights_make_it_memory_centric(self):
         self.flags(bin_packing_resource_weights={'ram': 1},
                    group='nova_ext')
         cpu_full, ram_full = self.weigh(host('a', 9, 0), host('b', 0, 9216))
         self.assertGreater(ram_full, cpu_full)
+
+    # Two host shapes as in the simulator's clusters: general purpose (2 GiB
+    # per vCPU, allocation ratio applied) and memory-heavy (8 GiB per vCPU).
+
+    def general(self, vcpus_used=0, ram_used_mb=0):
+        return host('gp', vcpus_used, ram_used_mb, vcpus=128,
+                    ram_mb=256 * 1024)
+
+    def memory_heavy(self, vcpus_used=0, ram_used_mb=0):
+        return host('mem', vcpus_used, ram_used_mb, vcpus=64,
+                    ram_mb=512 * 1024)
+
+    def test_a_request_goes_to_the_host_of_its_shape(self):
+        # The general host has RAM to spare after compute-heavy servers, so
+        # a memory-heavy server would rebalance it (leftover plus stranded
+        # prefer it); but there it takes 6.25 % of the host (its RAM), on
+        # the empty memory-heavy host 3.1 % (its vCPUs). Filling the
+        # general host's RAM with it strands that host's vCPUs later, and
+        # the memory-heavy host's RAM only a server this memory-heavy can
+        # use.
+        memory_server = spec(vcpus=2, memory_mb=16 * 1024)
+        general, memory_heavy = self.weigh(
+            self.general(34, 52 * 1024), self.memory_heavy(),
+            request=memory_server)
+        self.assertGreater(memory_heavy, general)
+        # leftover + 10 * stranded + 20 * share
+        self.assertAlmostEqual(
+            -((92 / 128 + 188 / 256) / 2 + 10 * (188 / 256 - 92 / 128)
+              + 20 * 16 / 256), general)
+        self.assertAlmostEqual(-(62 / 64 + 20 * 2 / 64), memory_heavy)
+
+        # and a compute-heavy server prefers the general host
+        compute_server = spec(vcpus=8, memory_mb=8 * 1024)
+        general, memory_heavy = self.weigh(
+            self.general(34, 52 * 1024), self.memory_heavy(),
+            request=compute_server)
+        self.assertGreater(general, memory_heavy)
+
+    def test_shape_weight_zero_scores_leftover_and_stranded_only(self):
+        self.flags(bin_packing_shape_weight=0.0, group='nova_ext')
+        general, memory_heavy = self.weigh(
+            self.general(34, 52 * 1024), self.memory_heavy(),
+            request=spec(vcpus=2, memory_mb=16 * 1024))
+        # what the weigher did before the share term: the general host
+        self.assertGreater(general, memory_heavy)
+
+    def test_the_share_term_does_not_rank_hosts_of_one_shape(self):
+        hosts = (host('a', 0, 0), host('b', 5, 5120), host('c', 9, 1024))
+        with_share = self.weigh(*hosts)
+        self.flags(bin_packing_shape_weight=0.0, group='nova_ext')
+        without = self.weigh(*hosts)
+        # the same 10 % share on every host: the same offset for each
+        for a, b in zip(with_share, without):
+            self.assertAlmostEqual(a - b, -20 * 0.1)

@@ -6,24 +6,40 @@ Upstream Nova weighs vCPU, RAM and disk separately; stacking their negative
 multipliers packs each resource on its own and strands capacity (free RAM on
 a host with no vCPU left). This weigher scores each host by what it would
 have left *after* the request lands, as a fraction of its capacity
-(allocation ratios honoured)::
+(allocation ratios honoured), and by how large the request is on it::
 
     free_r   = (capacity_r - used_r - requested_r) / capacity_r
     leftover = weighted mean of free_r
     stranded = max(free_r) - min(free_r)    over the resources it asks for
-    weight   = -(leftover + stranded_weight * stranded)
+    share    = max(requested_r / capacity_r) over the resources it asks for
+    weight   = -(leftover + stranded_weight * stranded
+                 + shape_weight * share)
 
 The stranded term keeps every host balanced, so that a full cloud is full in
-every resource (in the simulator's mixed workload, 97 % of the volume bound
-against 84 % for Nova's own packing; doc/source/simulator.rst). A resource
-the request does not ask for (the root disk of a boot-from-volume server)
-cannot be stranded by it and is left out; otherwise its constant free space
-would count as imbalance and push servers to empty hosts.
+every resource. A resource the request does not ask for (the root disk of a
+boot-from-volume server) cannot be stranded by it and is left out; otherwise
+its constant free space would count as imbalance and push servers to empty
+hosts.
+
+The share term (the request's dominant share of the host) sends each request
+to the hosts whose shape it matches, in a cloud with hosts of several
+shapes: a 2 vCPU / 16 GiB server takes 3 % of a 64 vCPU / 512 GiB host's
+bottleneck but 6 % (its RAM) of a 128 vCPU / 256 GiB one; a 1 vCPU / 2 GiB
+server the other way round. Among hosts of the same capacity it is the same
+for all and leftover and stranded decide, so a cloud of identical hosts sees
+no change; between hosts of one shape but different sizes it leans towards
+the larger. Without it, memory-heavy servers rebalance general-purpose hosts
+(after compute-heavy ones left RAM free there) and exhaust their RAM first,
+while the RAM of the memory-heavy hosts is only reachable by the few
+flavors with as much RAM per vCPU; at the end it is stranded behind their
+last vCPUs. In the simulator's mixed workload the share term takes the worst
+of 5 seeds from 95.6 % to 98 % of the volume bound on 100 hosts and from
+94.9 % to 97 % on 500 (doc/source/simulator.rst).
 
 Driven by ``[nova_ext] bin_packing_weight_multiplier`` (positive packs,
 negative spreads; aggregate metadata ``nova_ext:bin_packing_weight_multiplier``
-overrides it), ``bin_packing_resource_weights`` and
-``bin_packing_stranded_weight``.
+overrides it), ``bin_packing_resource_weights``,
+``bin_packing_stranded_weight`` and ``bin_packing_shape_weight``.
 """
 
 from oslo_config import cfg
@@ -42,6 +58,15 @@ def _free_fraction(capacity, used, requested):
     return 0.0 if free < 0.0 else 1.0 if free > 1.0 else free
 
 
+def _share(requested, capacity):
+    """The fraction of a host's capacity the request takes (1 when the
+    host has none of it).
+    """
+    if capacity <= 0:
+        return 1.0
+    return min(requested / capacity, 1.0)
+
+
 class BinPackingWeigher(weights.PerRequestWeigher):
 
     multiplier_option = 'bin_packing_weight_multiplier'
@@ -56,27 +81,33 @@ class BinPackingWeigher(weights.PerRequestWeigher):
         requested = (spec_obj.vcpus, spec_obj.memory_mb,
                      disk_gb * 1024 + spec_obj.swap)
         return (resource_weights, sum(resource_weights), requested,
-                CONF.nova_ext.bin_packing_stranded_weight)
+                CONF.nova_ext.bin_packing_stranded_weight,
+                CONF.nova_ext.bin_packing_shape_weight)
 
     def weigh(self, host_state, state):
-        resource_weights, total_weight, requested, stranded_weight = state
+        (resource_weights, total_weight, requested, stranded_weight,
+         shape_weight) = state
         if total_weight <= 0:
             return 0.0
         ram_total = host_state.total_usable_ram_mb
         disk_total = host_state.total_usable_disk_gb * 1024
+        capacity = (host_state.vcpus_total * host_state.cpu_allocation_ratio,
+                    ram_total * host_state.ram_allocation_ratio,
+                    disk_total * host_state.disk_allocation_ratio)
         free = (
-            _free_fraction(
-                host_state.vcpus_total * host_state.cpu_allocation_ratio,
-                host_state.vcpus_used, requested[0]),
-            _free_fraction(
-                ram_total * host_state.ram_allocation_ratio,
-                ram_total - host_state.free_ram_mb, requested[1]),
-            _free_fraction(
-                disk_total * host_state.disk_allocation_ratio,
-                disk_total - host_state.free_disk_mb, requested[2]),
+            _free_fraction(capacity[0], host_state.vcpus_used, requested[0]),
+            _free_fraction(capacity[1], ram_total - host_state.free_ram_mb,
+                           requested[1]),
+            _free_fraction(capacity[2], disk_total - host_state.free_disk_mb,
+                           requested[2]),
         )
         leftover = sum(f * w for f, w in zip(free, resource_weights))
-        asked = [f for f, w, r in zip(free, resource_weights, requested)
-                 if w > 0 and r > 0]
-        stranded = max(asked) - min(asked) if asked else 0.0
-        return -(leftover / total_weight + stranded_weight * stranded)
+        asked = [r for r in range(len(RESOURCES))
+                 if resource_weights[r] > 0 and requested[r] > 0]
+        if not asked:
+            return -leftover / total_weight
+        stranded = (max(free[r] for r in asked)
+                    - min(free[r] for r in asked))
+        share = max(_share(requested[r], capacity[r]) for r in asked)
+        return -(leftover / total_weight + stranded_weight * stranded
+                 + shape_weight * share)
