@@ -104,6 +104,8 @@ run_bench() {
     bench_one 'mean over seeds' tools/simulator_figures.py \
         --cluster tests/bench/cluster-tiny.yaml --seeds 1 \
         --configs nova-defaults nova-ext-bin-packing || failed=1
+    bench_one '% of bound per seed' tools/packing_replay.py \
+        --cluster tests/bench/cluster-tiny.yaml --seeds 1 || failed=1
     return "$failed"
 }
 
