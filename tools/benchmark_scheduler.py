@@ -120,8 +120,16 @@ little from the quotient of the two medians); ``overhead %`` is
 ``(ratio - 1) * 100``. ``DB q/req`` is how many database queries a
 +nova-ext request would have made (see above). The lines under the table give
 the ratio of each round, how many hosts each configuration passed to the
-weighers and the queries by kind. Results are for this machine and Python
-only: compare ratios, not absolute milliseconds, across machines.
+weighers and the queries by kind, then the p50 and p99 of single requests
+over every round. Results are for this machine and Python only: compare
+ratios, not absolute milliseconds, across machines.
+
+``--max-placement-results N`` hands the filters the first N hosts only, as
+placement returns at most ``[scheduler] max_placement_results`` (Nova's
+default 1,000) allocation candidates: what a cloud larger than N pays per
+request with Nova's default. Without it every host is a candidate (the cap
+raised to the host count). ``tools/scheduler_curve.py`` runs both and plots
+them.
 
 Run ``python tools/benchmark_scheduler.py --help`` for the options.
 """
@@ -523,6 +531,9 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
         num_hosts, max(5, min(30, 30000 // num_hosts)))
 
     heartbeat = fleet.Heartbeat(host_states)
+    # What placement hands the scheduler: at most max_placement_results
+    # candidates, in its own (provider) order.
+    candidates = host_states[:args.max_placement_results or None]
 
     # Warm-up, untimed; also what each configuration selects.
     heartbeat(force=True)
@@ -531,10 +542,11 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
     spec = make_request_spec(rng, images, group)
     for name in CONFIG_NAMES:
         _, passed[name], chosen[name] = schedule(
-            configs[name], filter_handler, weight_handler, host_states,
+            configs[name], filter_handler, weight_handler, candidates,
             spec)
 
     per_round = {name: [] for name in CONFIG_NAMES}
+    samples = {name: [] for name in CONFIG_NAMES}
     ratios = []
     queries = {name: collections.Counter() for name in CONFIG_NAMES}
     for _ in range(args.rounds):
@@ -548,8 +560,9 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
                 before = collections.Counter(DATABASE.queries)
                 elapsed, _, _ = schedule(
                     configs[name], filter_handler, weight_handler,
-                    host_states, spec)
+                    candidates, spec)
                 totals[name] += elapsed
+                samples[name].append(elapsed * 1000.0)
                 queries[name].update(DATABASE.queries - before)
         for name in CONFIG_NAMES:
             per_round[name].append(totals[name] / requests * 1000.0)
@@ -558,6 +571,11 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
     timed_requests = float(requests * args.rounds)
     result = {
         'hosts': num_hosts,
+        'candidates': len(candidates),
+        'p50_ms': {name: percentile(samples[name], 50)
+                   for name in CONFIG_NAMES},
+        'p99_ms': {name: percentile(samples[name], 99)
+                   for name in CONFIG_NAMES},
         'requests_per_round': requests,
         'rounds': args.rounds,
         'build_seconds': round(build_s, 2),
@@ -580,6 +598,19 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
                          'scheduling (see above), so these numbers would '
                          'not measure what they claim to' % PROBLEMS.count)
     return result
+
+
+def percentile(values, percent):
+    """The ``percent`` th percentile of ``values`` (linear interpolation
+    between the closest ranks, as numpy's default).
+    """
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    rank = (len(ordered) - 1) * percent / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def _weigher_name(weigher):
@@ -612,6 +643,14 @@ def format_table(results, sqlite_api_db=False):
             r['ms_per_request']['nova-ext'], r['ratio'],
             r['overhead_percent'],
             sum(r['stub_db_queries_per_request']['nova-ext'].values())))
+    lines.append('')
+    for r in results:
+        lines.append(
+            '%d hosts, %d candidates: p50/p99 ms per request: upstream '
+            '%.2f/%.2f, +nova-ext %.2f/%.2f' % (
+                r['hosts'], r['candidates'], r['p50_ms']['upstream'],
+                r['p99_ms']['upstream'], r['p50_ms']['nova-ext'],
+                r['p99_ms']['nova-ext']))
     lines.append('')
     for r in results:
         queries = r['stub_db_queries_per_request']['nova-ext']
@@ -663,6 +702,11 @@ def parse_args(argv=None):
              "temporary SQLite API database holding the fleet's "
              "aggregates, instead of answering it in memory")
     parser.add_argument(
+        '--max-placement-results', type=int, default=None, metavar='N',
+        help="hand the filters at most N candidates, as placement does "
+             "with [scheduler] max_placement_results (Nova's default: "
+             "1000); default: every host")
+    parser.add_argument(
         '--seed', type=int, default=42,
         help='random seed of the fleet (default: %(default)s)')
     parser.add_argument(
@@ -673,6 +717,9 @@ def parse_args(argv=None):
         parser.error('--rounds and --requests must be at least 1')
     if any(n < 2 for n in args.hosts):
         parser.error('--hosts must be at least 2')
+    if args.max_placement_results is not None and (
+            args.max_placement_results < 2):
+        parser.error('--max-placement-results must be at least 2')
     return args
 
 
@@ -697,6 +744,10 @@ def run(args, configs, filter_handler, weight_handler, api_database):
               'in' if args.members_on_hosts else 'not in',
               'a SQLite API database' if args.sqlite_api_db
               else 'an in-memory stub'))
+    print('candidates handed to the filters: %s' % (
+        'at most %d, the first in provider order (--max-placement-results)'
+        % args.max_placement_results if args.max_placement_results
+        else 'every host (max_placement_results at the host count)'))
     for line in describe(configs):
         print(line)
     print('')
