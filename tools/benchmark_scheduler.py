@@ -136,10 +136,12 @@ Run ``python tools/benchmark_scheduler.py --help`` for the options.
 
 import argparse
 import collections
+import cProfile
 import gc
 import json
 import logging
 import platform
+import pstats
 import random
 import statistics
 import sys
@@ -502,18 +504,61 @@ def make_request_spec(rng, images, group):
         is_bfv=False, requested_resources=[])
 
 
-def schedule(config, filter_handler, weight_handler, host_states, spec):
+def schedule(config, filter_handler, weight_handler, host_states, spec,
+             profiler=None):
     """Run one request through Nova's filters, then its weighers.
 
     Returns (seconds taken, number of hosts weighed, best host's name).
     """
+    if profiler is not None:
+        profiler.enable()
     start = time.perf_counter()
     passed = filter_handler.get_filtered_objects(
         config['filters'], host_states, spec, 0)
     weighed = weight_handler.get_weighed_objects(
         config['weighers'], passed, spec)
     elapsed = time.perf_counter() - start
+    if profiler is not None:
+        profiler.disable()
     return elapsed, len(passed), weighed[0].obj.host if weighed else None
+
+
+# Where the time of a request goes, by the file a function is in (first
+# match wins); "debug comprehensions" are the dicts Nova's weight handler
+# builds for LOG.debug whatever the log level.
+PROFILE_CATEGORIES = (
+    ('Nova weight handler: debug comprehensions',
+     lambda path, name: path.endswith('nova/weights.py')
+     and name in ('<dictcomp>', '<genexpr>')),
+    ('Nova weight handler', lambda path, name: path.endswith(
+        'nova/weights.py')),
+    ('Nova filter handler', lambda path, name: path.endswith(
+        ('nova/filters.py', 'nova/scheduler/filters/__init__.py'))),
+    ('Nova filters', lambda path, name: '/nova/scheduler/filters/' in path),
+    ('Nova weighers', lambda path, name: '/nova/scheduler/weights/' in path
+     or path.endswith('nova/scheduler/utils.py')),
+    ('nova-ext', lambda path, name: '/nova_ext/' in path),
+    ('oslo.versionedobjects (object fields)',
+     lambda path, name: '/oslo_versionedobjects/' in path),
+    ('oslo.config (options)', lambda path, name: '/oslo_config/' in path),
+)
+
+
+def profile_summary(profiler):
+    """[(category, share of the profiled time)], largest first."""
+    stats = pstats.Stats(profiler)
+    totals = collections.Counter()
+    for (path, _line, name), row in stats.stats.items():
+        own_time = row[2]
+        for category, matches in PROFILE_CATEGORIES:
+            if matches(path, name):
+                totals[category] += own_time
+                break
+        else:
+            totals['other (Python, Nova objects, logging)'] += own_time
+    whole = sum(totals.values()) or 1.0
+    return [(category, seconds / whole)
+            for category, seconds in totals.most_common()]
 
 
 def run_size(num_hosts, args, configs, filter_handler, weight_handler,
@@ -547,6 +592,8 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
 
     per_round = {name: [] for name in CONFIG_NAMES}
     samples = {name: [] for name in CONFIG_NAMES}
+    profilers = {name: cProfile.Profile() if args.profile else None
+                 for name in CONFIG_NAMES}
     ratios = []
     queries = {name: collections.Counter() for name in CONFIG_NAMES}
     for _ in range(args.rounds):
@@ -560,7 +607,7 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
                 before = collections.Counter(DATABASE.queries)
                 elapsed, _, _ = schedule(
                     configs[name], filter_handler, weight_handler,
-                    candidates, spec)
+                    candidates, spec, profilers[name])
                 totals[name] += elapsed
                 samples[name].append(elapsed * 1000.0)
                 queries[name].update(DATABASE.queries - before)
@@ -593,6 +640,9 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
             for name in CONFIG_NAMES},
     }
     result['overhead_percent'] = (result['ratio'] - 1.0) * 100.0
+    if args.profile:
+        result['profile'] = {name: profile_summary(profilers[name])
+                             for name in CONFIG_NAMES}
     if PROBLEMS.count:
         raise SystemExit('%d warning(s) or error(s) were logged while '
                          'scheduling (see above), so these numbers would '
@@ -651,6 +701,12 @@ def format_table(results, sqlite_api_db=False):
                 r['hosts'], r['candidates'], r['p50_ms']['upstream'],
                 r['p99_ms']['upstream'], r['p50_ms']['nova-ext'],
                 r['p99_ms']['nova-ext']))
+    for r in results:
+        for name in CONFIG_NAMES if 'profile' in r else ():
+            lines.append('%d hosts, %s, where the time goes (cProfile, own '
+                         'time): %s' % (r['hosts'], name, ', '.join(
+                             '%s %.0f %%' % (category, share * 100)
+                             for category, share in r['profile'][name])))
     lines.append('')
     for r in results:
         queries = r['stub_db_queries_per_request']['nova-ext']
@@ -706,6 +762,11 @@ def parse_args(argv=None):
         help="hand the filters at most N candidates, as placement does "
              "with [scheduler] max_placement_results (Nova's default: "
              "1000); default: every host")
+    parser.add_argument(
+        '--profile', action='store_true',
+        help="also say where each configuration's time goes (cProfile "
+             "over the timed requests, own time by category); the timings "
+             "then include the profiler's overhead")
     parser.add_argument(
         '--seed', type=int, default=42,
         help='random seed of the fleet (default: %(default)s)')
