@@ -97,6 +97,21 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.assertNotIn(together[0][0], ('host0', 'host3', 'host6',
                                           'host9'))
 
+    def test_aggregate_metadata_overrides_a_multiplier(self):
+        self.flags(bin_packing_weight_multiplier=1.5, group='nova_ext')
+        packing = bin_packing.BinPackingWeigher()
+        weighed = [type('W', (), {'obj': h})() for h in self.hosts]
+        for _ in range(2):  # what one request learnt misleads no other
+            _raw, _normalised, multipliers = weights.scores(
+                packing, weighed, request())
+            self.assertEqual([2.0 if i % 3 == 2 else 1.5
+                              for i in range(len(self.hosts))], multipliers)
+        self.hosts[0].aggregates[0].metadata[
+            'nova_ext:bin_packing_weight_multiplier'] = '3.0'
+        _raw, _normalised, multipliers = weights.scores(
+            packing, weighed, request())
+        self.assertEqual(3.0, multipliers[0])
+
     def test_explained_one_by_one(self):
         composite = weights.NovaExtWeighers()
         self.assertEqual(

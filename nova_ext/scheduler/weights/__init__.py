@@ -72,12 +72,16 @@ def scores(weigher, weighed_obj_list, spec_obj):
     each object, computed as Nova's ``BaseWeightHandler`` computes them; the
     object's score is multiplier x normalised weight.
     """
-    raw = weigher.weigh_objects(weighed_obj_list, spec_obj)
-    normalised = list(nova_weights.normalize(
-        raw, minval=weigher.minval, maxval=weigher.maxval))
+    raw, normalised = _normalised(weigher, weighed_obj_list, spec_obj)
     multipliers = [weigher.weight_multiplier(obj.obj)
                    for obj in weighed_obj_list]
     return raw, normalised, multipliers
+
+
+def _normalised(weigher, weighed_obj_list, spec_obj):
+    raw = weigher.weigh_objects(weighed_obj_list, spec_obj)
+    return raw, list(nova_weights.normalize(
+        raw, minval=weigher.minval, maxval=weigher.maxval))
 
 
 def expand(weighers):
@@ -124,8 +128,14 @@ class NovaExtWeighers(weights.BaseHostWeigher):
         debug = LOG.isEnabledFor(logging.DEBUG)
         for part in self.parts:
             try:
-                _raw, normalised, multipliers = scores(
-                    part, weighed_obj_list, spec_obj)
+                _raw, normalised = _normalised(part, weighed_obj_list,
+                                               spec_obj)
+                if not any(normalised):
+                    # standing aside (a request it has nothing to say
+                    # about): no score to add, whatever the multipliers
+                    continue
+                multipliers = [part.weight_multiplier(obj.obj)
+                               for obj in weighed_obj_list]
             except Exception:
                 LOG.exception("nova-ext: %s failed for instance %s; it is "
                               "left out of this request's weighing",
@@ -184,12 +194,22 @@ class PerRequestWeigher(weights.BaseHostWeigher):
         self._request = threading.local()
 
     def weight_multiplier(self, host_state):
-        configured = getattr(self._request, 'multiplier', None)
-        if configured is None:
+        request = self._request
+        configured = getattr(request, 'multiplier', None)
+        overridden = getattr(request, 'overridden', None)
+        if configured is None or overridden is None:
             configured = getattr(CONF.nova_ext, self.multiplier_option)
+            overridden = {}
         key = self._aggregate_key
         for aggregate in host_state.aggregates:
-            if key in aggregate.metadata:
+            # the hosts of a rack share its aggregate object: its metadata
+            # is read once per request
+            try:
+                has_key = overridden[id(aggregate)]
+            except KeyError:
+                has_key = overridden[id(aggregate)] = (
+                    key in aggregate.metadata)
+            if has_key:
                 return scheduler_utils.get_weight_multiplier(
                     host_state, key, configured)
         return configured
@@ -203,6 +223,8 @@ class PerRequestWeigher(weights.BaseHostWeigher):
     def weigh_objects(self, weighed_obj_list, spec_obj):
         self._request.multiplier = getattr(CONF.nova_ext,
                                            self.multiplier_option)
+        # {id(aggregate): has the multiplier key}, for this request
+        self._request.overridden = {}
         host_states = [weighed.obj for weighed in weighed_obj_list]
         if yields_to_group_policy(spec_obj, self.group_policies_served):
             return [0.0] * len(host_states)

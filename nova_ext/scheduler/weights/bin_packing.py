@@ -80,13 +80,17 @@ class BinPackingWeigher(weights.PerRequestWeigher):
             disk_gb += spec_obj.root_gb
         requested = (spec_obj.vcpus, spec_obj.memory_mb,
                      disk_gb * 1024 + spec_obj.swap)
+        # the resources the request asks for, once per request: weigh()
+        # runs for every candidate
+        asked = tuple(r for r in range(len(RESOURCES))
+                      if resource_weights[r] > 0 and requested[r] > 0)
         return (resource_weights, sum(resource_weights), requested,
                 CONF.nova_ext.bin_packing_stranded_weight,
-                CONF.nova_ext.bin_packing_shape_weight)
+                CONF.nova_ext.bin_packing_shape_weight, asked)
 
     def weigh(self, host_state, state):
         (resource_weights, total_weight, requested, stranded_weight,
-         shape_weight) = state
+         shape_weight, asked) = state
         if total_weight <= 0:
             return 0.0
         ram_total = host_state.total_usable_ram_mb
@@ -101,13 +105,13 @@ class BinPackingWeigher(weights.PerRequestWeigher):
             _free_fraction(capacity[2], disk_total - host_state.free_disk_mb,
                            requested[2]),
         )
-        leftover = sum(f * w for f, w in zip(free, resource_weights))
-        asked = [r for r in range(len(RESOURCES))
-                 if resource_weights[r] > 0 and requested[r] > 0]
+        leftover = (free[0] * resource_weights[0]
+                    + free[1] * resource_weights[1]
+                    + free[2] * resource_weights[2])
         if not asked:
             return -leftover / total_weight
-        stranded = (max(free[r] for r in asked)
-                    - min(free[r] for r in asked))
-        share = max(_share(requested[r], capacity[r]) for r in asked)
+        free_asked = [free[r] for r in asked]
+        stranded = max(free_asked) - min(free_asked)
+        share = max([_share(requested[r], capacity[r]) for r in asked])
         return -(leftover / total_weight + stranded_weight * stranded
                  + shape_weight * share)
