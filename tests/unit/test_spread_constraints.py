@@ -9,6 +9,7 @@ import testtools
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler.filters import failure_domain as fd_filter
 from nova_ext.scheduler import spread_constraints as sc
+from nova_ext.scheduler.weights import failure_domain_spread
 from tests.unit.test_failure_domains import group
 from tests.unit.test_failure_domains import host
 from tests.unit.test_failure_domains import request
@@ -192,3 +193,22 @@ class SpreadRequestsTest(test.NoDBTestCase):
         error = self.assertRaises(failure_domains.InvalidSpreadRequest,
                                   failure_domains.spread_requests, spec, [])
         self.assertIn(KEY + ' needs a server group', str(error))
+
+    def test_weigher_soft_violation_ranks_below_any_member_count(self):
+        spec, _requests = self._requests('rack:skew=1,soft')
+        weigher = failure_domain_spread.FailureDomainSpreadWeigher()
+        state = weigher.prepare(spec, self.hosts)
+        weights = {h.host: weigher.weigh(h, state) for h in self.hosts}
+        # r3 (no member, within skew) first; r2 (1 member, breaks skew 1
+        # against r3's 0) and r1 below it
+        self.assertEqual(0, weights['h5'])
+        self.assertLess(weights['h3'], -1)
+        self.assertLess(weights['h1'], weights['h3'])
+
+    def test_weigher_old_keys_unchanged(self):
+        spec = request(hints={failure_domains.SPREAD_LEVEL: 'rack'},
+                       group=self.group)
+        weigher = failure_domain_spread.FailureDomainSpreadWeigher()
+        state = weigher.prepare(spec, self.hosts)
+        self.assertEqual([-2, -2, -1, -1, 0, 0],
+                         [weigher.weigh(h, state) for h in self.hosts])
