@@ -107,16 +107,22 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
                                           request.max_per_domain,
                                           request.level))
             else:
+                # the fault message keeps 255 characters: the numbers
+                # first, the group last
                 parts.append(
-                    '%s: every %s left (%s) already holds %s, and one more '
-                    'would exceed the skew: the least filled eligible %s '
-                    'holds %d%s' % (
+                    '%s: every %s left (%s) already holds %s member%s, at '
+                    'least %d (the skew) above the least filled eligible %s '
+                    '(%d%s), '
+                    'server group %s (%s)' % (
                         request.constraint, request.level,
-                        ', '.join(sorted(full)), counts, request.level,
+                        ', '.join(sorted(full)),
+                        ' or '.join(str(n) for n in held),
+                        '' if held == [1] else 's', request.skew,
+                        request.level,
                         minimum, '' if request.min_domains is None else
-                        ' (counted as 0 while fewer than min_domains=%d %ss '
-                        'are eligible)' % (request.min_domains,
-                                           request.level)))
+                        ': fewer than %d %ss eligible' % (
+                            request.min_domains, request.level),
+                        group.name, group.uuid))
         if without_domain:
             parts.append('host%s %s %s in no %s (aggregate metadata %s%s; '
                          '[nova_ext] hosts_without_failure_domain = reject)'
