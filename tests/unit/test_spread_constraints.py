@@ -212,3 +212,12 @@ class SpreadRequestsTest(test.NoDBTestCase):
         state = weigher.prepare(spec, self.hosts)
         self.assertEqual([-2, -2, -1, -1, 0, 0],
                          [weigher.weigh(h, state) for h in self.hosts])
+
+    def test_spread_constraints_take_the_group_spread_lock(self):
+        # the members must be counted inside the group's lock, as for
+        # nova_ext:spread_level
+        from nova_ext.scheduler import spread_scheduling
+        spec = request(hints={KEY: 'host:skew=1,soft'}, group=self.group)
+        self.assertIs(self.group, spread_scheduling._spread_group(spec))
+        spec = request(group=self.group)
+        self.assertIsNone(spread_scheduling._spread_group(spec))
