@@ -272,17 +272,17 @@ def _filter_reason(host_filter, host_state, spec, hosts_before):
     if type(host_filter).__name__ != 'FailureDomainAntiAffinityFilter':
         return None
     try:
-        request = failure_domains.spread_request(spec, hosts_before)
+        requests = failure_domains.spread_requests(spec, hosts_before)
     except failure_domains.InvalidSpreadRequest as error:
         return str(error)
-    if request is None:
-        return None
-    domain = request.domain_of(host_state)
-    if domain is failure_domains.NO_DOMAIN:
-        return 'in no failure domain at level %s' % request.level
-    return '%s %s already holds %d member(s) of the group (max %d)' % (
-        request.level, domain, request.members_per_domain[domain],
-        request.max_per_domain)
+    for request in requests:
+        if not request.hard:
+            continue
+        reason = host_filter.rejection(
+            host_state, request, request.minimum(hosts_before))
+        if reason is not None:
+            return reason
+    return None
 
 
 def run_filters(host_manager, hosts, spec, index=0):

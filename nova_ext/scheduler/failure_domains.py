@@ -14,6 +14,11 @@ flavor extra spec (the same keys)::
     nova_ext:spread_level=rack
     nova_ext:spread_max_per_domain=2      # optional, [nova_ext] default 1
 
+or several constraints at once (:mod:`nova_ext.scheduler.spread_constraints`,
+not together with the two keys above)::
+
+    nova_ext:spread_constraints=rack:max=1;row:skew=1,min_domains=3,soft
+
 When both carry a key the flavor's value wins: the flavor is the operator's
 policy, the hint is the user's wish.
 
@@ -37,6 +42,7 @@ from nova_ext import cache
 from nova_ext import conf as ext_conf
 from nova_ext import numbers
 from nova_ext.scheduler import aggregate_keys
+from nova_ext.scheduler import spread_constraints
 
 CONF = cfg.CONF
 ext_conf.register_opts(CONF)
@@ -46,6 +52,8 @@ AGGREGATE_KEY_PREFIX = aggregate_keys.FAILURE_DOMAIN_PREFIX
 TRAIT_PREFIX = 'CUSTOM_NOVA_EXT_FD_'
 SPREAD_LEVEL = 'nova_ext:spread_level'
 SPREAD_MAX_PER_DOMAIN = 'nova_ext:spread_max_per_domain'
+SPREAD_CONSTRAINTS = spread_constraints.KEY
+HOST_LEVEL = spread_constraints.HOST_LEVEL
 
 # Policies whose members may be spread; an affinity group asks the opposite.
 SPREADABLE_POLICIES = ('anti-affinity', 'soft-anti-affinity')
@@ -59,8 +67,14 @@ class InvalidSpreadRequest(ValueError):
 
 
 class SpreadRequest(ty.NamedTuple):
+    """One spread constraint of a request, with the group's members counted
+    at its level. ``kind`` 'max' (``max_per_domain``) or 'skew' (``skew``,
+    ``min_domains``); ``hard`` ones are the filter's, every one is weighed.
+    """
+
     level: str
-    max_per_domain: int
+    # None for a skew constraint
+    max_per_domain: ty.Optional[int]
     # members of the request's server group per failure domain
     members_per_domain: collections.Counter
     # [nova_ext] hosts_without_failure_domain == 'host', read once
@@ -73,6 +87,10 @@ class SpreadRequest(ty.NamedTuple):
     # {id(aggregate): its domain at ``level`` or None}: the hosts of a
     # rack share its aggregate object, so each is read once per request
     aggregate_domains: ty.Optional[dict] = None
+    kind: str = spread_constraints.MAX
+    skew: ty.Optional[int] = None
+    min_domains: ty.Optional[int] = None
+    hard: bool = True
 
     def domain_of(self, host_state):
         return host_domain(host_state, self.level, self.own_domain,
@@ -82,6 +100,43 @@ class SpreadRequest(ty.NamedTuple):
     def members_in(self, domain):
         """Members of the group in ``domain`` (0 for an empty domain)."""
         return self.members_per_domain.get(domain, 0)
+
+    @property
+    def constraint(self):
+        return spread_constraints.Constraint(
+            self.level, self.kind,
+            self.max_per_domain if self.kind == spread_constraints.MAX
+            else self.skew, self.min_domains, self.hard)
+
+    def eligible_domains(self, host_states):
+        """The domains the skew is measured over: those of ``host_states``
+        (the candidates left by placement and the earlier filters) plus
+        those already holding members.
+        """
+        domains = set(self.members_per_domain)
+        for host_state in host_states:
+            domain = self.domain_of(host_state)
+            if domain is not NO_DOMAIN:
+                domains.add(domain)
+        return domains
+
+    def minimum(self, host_states):
+        """The skew's reference: the least members in an eligible domain
+        (0 while fewer than ``min_domains`` are eligible); 0 for ``max``.
+        """
+        if self.kind != spread_constraints.SKEW:
+            return 0
+        return spread_constraints.skew_minimum(
+            [self.members_in(domain)
+             for domain in self.eligible_domains(host_states)],
+            self.min_domains)
+
+    def allows(self, domain, minimum):
+        """Whether one more member may go to ``domain`` (``minimum``: from
+        :meth:`minimum` over the same candidates).
+        """
+        return spread_constraints.allows(
+            self.constraint, self.members_in(domain), minimum)
 
 
 def _normalized(text):
@@ -124,6 +179,8 @@ def host_domain(host_state, level, own_domain=None, trait_domains=None,
     a domain of its own. ``aggregate_domains``, a dict kept for one request,
     remembers each aggregate's domain by the object's id.
     """
+    if level == HOST_LEVEL:
+        return 'host:' + host_state.host
     key = AGGREGATE_KEY_PREFIX + level
     found = NO_DOMAIN
     for aggregate in host_state.aggregates if use_aggregates else ():
@@ -280,8 +337,12 @@ live_members = LiveMembers()
 
 def requested_level(spec_obj):
     """The level the request spreads at (hint, flavor or [nova_ext]
-    default_spread_level), unvalidated; None when it asks for none.
+    default_spread_level), or its ``nova_ext:spread_constraints``,
+    unvalidated; None when it asks for no spread.
     """
+    constraints, _source = _requested(spec_obj, SPREAD_CONSTRAINTS)
+    if constraints:
+        return constraints
     level, _source = _requested(spec_obj, SPREAD_LEVEL)
     return level or CONF.nova_ext.default_spread_level
 
@@ -321,9 +382,18 @@ def _spread_request_key(spec_obj, host_states, default_level):
 
 
 def spread_request(spec_obj, host_states, default_level=None):
-    """Parse what ``spec_obj`` asks and count its group per domain.
+    """The first of :func:`spread_requests`, or None: for callers that know
+    the request asks for one constraint (the ``nova_ext:spread_level`` keys).
+    """
+    requests = spread_requests(spec_obj, host_states, default_level)
+    return requests[0] if requests else None
 
-    Returns None when the request asks for no spread. Raises
+
+def spread_requests(spec_obj, host_states, default_level=None):
+    """Parse what ``spec_obj`` asks and count its group per domain, one
+    SpreadRequest per constraint, in the order asked.
+
+    Returns [] when the request asks for no spread. Raises
     InvalidSpreadRequest, naming the key, when the request is malformed.
 
     The filter and then the weigher ask this for the same request, the
@@ -339,20 +409,40 @@ def spread_request(spec_obj, host_states, default_level=None):
     if (last.spec_obj is spec_obj and last.key == key
             and last.hosts.issuperset(map(id, host_states))):
         return last.answer
-    answer = _spread_request(spec_obj, host_states, default_level)
+    answer = _spread_requests(spec_obj, host_states, default_level)
     last.spec_obj, last.key, last.answer = spec_obj, key, answer
     last.hosts = frozenset(map(id, host_states))
     return answer
 
 
-def _spread_request(spec_obj, host_states, default_level):
+def _constraints_asked(spec_obj, default_level):
+    """(constraints, what asked for them, its source or None) from the
+    request's keys; ([], None, None) when it asks for no spread.
+    """
+    raw, source = _requested(spec_obj, SPREAD_CONSTRAINTS)
+    if raw is not None:
+        for old_key in (SPREAD_LEVEL, SPREAD_MAX_PER_DOMAIN):
+            _value, old_source = _requested(spec_obj, old_key)
+            if old_source is not None:
+                raise InvalidSpreadRequest(
+                    "%s %s and %s %s cannot be combined: %s says everything "
+                    "%s and %s say (e.g. %s=rack:max=2); give one or the "
+                    "other" % (source, SPREAD_CONSTRAINTS, old_source,
+                               old_key, SPREAD_CONSTRAINTS, SPREAD_LEVEL,
+                               SPREAD_MAX_PER_DOMAIN, SPREAD_CONSTRAINTS))
+        try:
+            constraints = spread_constraints.parse(
+                raw, CONF.nova_ext.failure_domain_levels,
+                SPREAD_CONSTRAINTS, source)
+        except ValueError as error:
+            raise InvalidSpreadRequest(str(error))
+        return constraints, '%s=%s' % (SPREAD_CONSTRAINTS, raw), source
+
     level, level_source = _requested(spec_obj, SPREAD_LEVEL)
     if level is None:
         level, level_source = default_level, None
     if level is None:
-        return None
-    group = spec_obj.instance_group if 'instance_group' in spec_obj else None
-
+        return [], None, None
     known = CONF.nova_ext.failure_domain_levels
     if level not in known:
         raise InvalidSpreadRequest(
@@ -369,32 +459,66 @@ def _spread_request(spec_obj, host_states, default_level):
         except ValueError as error:
             raise InvalidSpreadRequest("%s %s=%r %s" % (
                 max_source, SPREAD_MAX_PER_DOMAIN, raw_max, error))
+    return ([spread_constraints.Constraint(
+        level, spread_constraints.MAX, max_per_domain)],
+        '%s=%s' % (SPREAD_LEVEL, level), level_source)
 
+
+def _spread_requests(spec_obj, host_states, default_level):
+    constraints, asked, source = _constraints_asked(spec_obj, default_level)
+    if not constraints:
+        return []
+    group = spec_obj.instance_group if 'instance_group' in spec_obj else None
+    key = asked.partition('=')[0]
     if group is None:
-        if level_source == 'scheduler hint':
+        if source == 'scheduler hint':
             raise InvalidSpreadRequest(
                 "scheduler hint %s needs a server group: add --hint "
-                "group=<server group uuid>" % SPREAD_LEVEL)
+                "group=<server group uuid>" % key)
         # a flavor (or the default) only spreads servers booted in a group
-        return None
+        return []
     if group.policy not in SPREADABLE_POLICIES:
-        if level_source is None:
-            return None
+        if source is None:
+            return []
         raise InvalidSpreadRequest(
-            "%s %s=%s conflicts with server group %s policy %r"
-            % (level_source, SPREAD_LEVEL, level, group.uuid, group.policy))
+            "%s %s conflicts with server group %s policy %r"
+            % (source, asked, group.uuid, group.policy))
 
     own_domain = CONF.nova_ext.hosts_without_failure_domain == 'host'
     use_aggregates = 'aggregates' in CONF.nova_ext.failure_domain_sources
     if use_aggregates:
         warn_near_misses(host_states)
-    trait_domains = _trait_domains(level)
     per_host = live_members.per_host(group)
     if per_host is None:
         per_host = _members_per_host(group, spec_obj.instance_uuid,
                                      host_states)
-    aggregate_domains = {}
     candidates = {hs.host: hs for hs in host_states}
+    # each level is counted once, whatever number of constraints name it
+    counted = {}
+    requests = []
+    for constraint in constraints:
+        if constraint.level not in counted:
+            counted[constraint.level] = _count_at_level(
+                constraint.level, per_host, candidates, own_domain,
+                use_aggregates)
+        per_domain, trait_domains, aggregate_domains = counted[
+            constraint.level]
+        is_max = constraint.kind == spread_constraints.MAX
+        requests.append(SpreadRequest(
+            constraint.level, constraint.value if is_max else None,
+            per_domain, own_domain, trait_domains, use_aggregates, group,
+            aggregate_domains, kind=constraint.kind,
+            skew=None if is_max else constraint.value,
+            min_domains=constraint.min_domains, hard=constraint.hard))
+    return requests
+
+
+def _count_at_level(level, per_host, candidates, own_domain, use_aggregates):
+    """(members per domain, trait domains, aggregate-domain memo) at
+    ``level``, members counted per host by ``per_host``.
+    """
+    trait_domains = {} if level == HOST_LEVEL else _trait_domains(level)
+    aggregate_domains = {}
     unlisted = [host for host in per_host if host not in candidates]
     unlisted_domains = _domains_of_unlisted_hosts(
         unlisted, level, own_domain, trait_domains, use_aggregates)
@@ -408,9 +532,7 @@ def _spread_request(spec_obj, host_states, default_level):
             domain = unlisted_domains[host]
         if domain is not NO_DOMAIN:
             per_domain[domain] += count
-    return SpreadRequest(level, max_per_domain, per_domain, own_domain,
-                         trait_domains, use_aggregates, group,
-                         aggregate_domains)
+    return per_domain, trait_domains, aggregate_domains
 
 
 def _domains_at_level(level):
@@ -482,6 +604,8 @@ def _domains_of_unlisted_hosts(hosts, level, own_domain, trait_domains,
     """
     if not hosts:
         return {}
+    if level == HOST_LEVEL:
+        return {host: 'host:' + host for host in hosts}
     model = cache.model()
     if model is not None:
         known = model.domains_at_level(level)

@@ -164,6 +164,24 @@ class ExplainTest(ExplainTestCase):
                            expected_state='ERROR')
         self.assertNoValidHost(server)
 
+    def test_spread_constraints_show_in_the_filter_reasons(self):
+        group = self.create_server_group('skew')
+        constraint = 'rack:skew=1,min_domains=3'
+        hints = {'nova_ext:spread_constraints': constraint}
+        for i in range(2):
+            self.boot('k%d' % i, self.flavor, group, hints)
+
+        result = self.explain('--flavor', 'm1', '--group', group, '--hint',
+                              'nova_ext:spread_constraints=' + constraint)
+        by_filter = {step['filter']: step['removed']
+                     for step in result['filters']}
+        last = by_filter['FailureDomainAntiAffinityFilter']
+        self.assertEqual(2, len(last))
+        self.assertIn('already holds 1 member(s) of the group; the least '
+                      'filled eligible rack holds 0 (%s)' % constraint,
+                      last[0]['reason'])
+        self.assertIsNone(result['selected'])
+
     def test_flavor_too_big_is_blamed_on_placement(self):
         self.create_flavor('huge', vcpu=1, memory_mb=1024 * 1024)
         result = self.explain('--flavor', 'huge')

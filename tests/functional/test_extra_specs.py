@@ -61,3 +61,24 @@ class ExtraSpecValidationTest(base.NovaExtTestCase):
         specs = self.admin_api.get_extra_specs(self.flavor)
         self.assertEqual('row', specs['nova_ext:spread_level'])
         self.assertEqual('3', specs['nova_ext:spread_max_per_domain'])
+
+    def test_spread_constraints_are_parsed_by_nova_api(self):
+        key = 'nova_ext:spread_constraints'
+        for bad, constraint in (
+                ('rack:max=0', "'rack:max=0'"),
+                ('rack:max=1;row:skew=1,min_domains=x', 'min_domains'),
+                ('rakc:skew=1', "'rakc:skew=1'"),
+                ('rack:max=1,min_domains=2', 'only goes with skew'),
+                ('rack:max=1;rack:max=2', "'rack:max=2' repeats")):
+            self._assert_refused(key, bad, constraint,
+                                 '<level>:max=<N>|skew=<N>')
+        self._set(key, 'rack:max=1;row:skew=1,min_domains=3,soft')
+        self._set(key, 'host:skew=2,hard')
+        self.assertEqual('host:skew=2,hard',
+                         self.admin_api.get_extra_specs(self.flavor)[key])
+
+    def test_spread_constraint_levels_follow_nova_conf(self):
+        self.flags(failure_domain_levels=['pdu'], group='nova_ext')
+        self._assert_refused('nova_ext:spread_constraints', 'rack:max=1',
+                             'known: pdu, host')
+        self._set('nova_ext:spread_constraints', 'pdu:max=1')

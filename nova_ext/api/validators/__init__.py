@@ -22,6 +22,16 @@ class NamedExtraSpecValidator(base.ExtraSpecValidator):
     """
 
     def validate(self, name, value):
+        parser = self.value.get('parser')
+        if parser is not None:
+            # a grammar Nova's pattern cannot say with a useful message:
+            # the parser's ValueError names the key and the allowed form
+            try:
+                parser(value)
+            except ValueError as error:
+                raise exception.ValidationError(
+                    "Validation failed for extra spec '%s': %s"
+                    % (name, error))
         if self.value['type'] is int:
             # Nova's check is int(), which takes '+3', '1_000', ' 3' and
             # digits of any script; readers of the spec parse strictly.

@@ -14,6 +14,7 @@ from nova_ext import conf as ext_conf
 from nova_ext.quota import db as quota_db
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler.request_filters import host_class
+from nova_ext.scheduler import spread_constraints
 from nova_ext.virt.libvirt.mutators import memory_sharing
 from nova_ext.virt.libvirt.mutators import oem_strings
 
@@ -37,6 +38,12 @@ class _Configured:
         return iter(CONF.nova_ext[self.option])
 
 
+def _parse_constraints(value):
+    return spread_constraints.parse(
+        value, CONF.nova_ext.failure_domain_levels,
+        failure_domains.SPREAD_CONSTRAINTS)
+
+
 def register():
     return [
         validators.NamedExtraSpecValidator(
@@ -56,6 +63,19 @@ def register():
                 'At most this many members of the server group in one '
                 'failure domain.'),
             value={'type': int, 'min': 1},
+        ),
+        validators.NamedExtraSpecValidator(
+            name=failure_domains.SPREAD_CONSTRAINTS,
+            description=(
+                'Spread the members of a server group under several '
+                'constraints, ' + spread_constraints.FORM + ' '
+                '(FailureDomainAntiAffinityFilter for hard ones, '
+                'FailureDomainSpreadWeigher for all). Not together with '
+                'nova_ext:spread_level or nova_ext:spread_max_per_domain.'),
+            value={
+                'type': str,
+                'parser': _parse_constraints,
+            },
         ),
         validators.NamedExtraSpecValidator(
             name=host_class.EXTRA_SPEC,

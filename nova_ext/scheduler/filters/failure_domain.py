@@ -8,13 +8,19 @@ Driven by:
 * a server group (``--hint group=<uuid>``, policy anti-affinity or
   soft-anti-affinity) plus the scheduler hint or flavor extra spec
   ``nova_ext:spread_level=<level>`` and, optionally,
-  ``nova_ext:spread_max_per_domain=<N>``;
+  ``nova_ext:spread_max_per_domain=<N>``, or several constraints with
+  ``nova_ext:spread_constraints`` (:mod:`nova_ext.scheduler.
+  spread_constraints`, e.g. ``rack:max=1;row:skew=1,min_domains=3``);
 * ``[nova_ext] failure_domain_levels``, ``default_max_per_domain`` and
   ``hosts_without_failure_domain``.
 
-A host passes when its domain at the requested level holds fewer than N
-members of the group. A malformed request fails alone with a NoValidHost
-whose reason names the hint or extra spec; the scheduler keeps serving.
+A host passes when, for every hard constraint, its domain at the
+constraint's level holds fewer than N members of the group (``max``), or
+one more member there keeps it within ``skew`` of the least filled
+eligible domain: those of the hosts this filter is given, plus those
+already holding members (``skew``). Soft constraints are the weigher's.
+A malformed request fails alone with a NoValidHost whose reason names the
+hint or extra spec; the scheduler keeps serving.
 """
 
 import collections
@@ -40,25 +46,45 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
         if scheduler_utils.request_is_rebuild(spec_obj):
             return hosts
         try:
-            request = failure_domains.spread_request(spec_obj, hosts)
+            requests = failure_domains.spread_requests(spec_obj, hosts)
         except failure_domains.InvalidSpreadRequest as error:
             LOG.warning("FailureDomainAntiAffinityFilter: refusing request "
                         "for instance %s: %s", spec_obj.instance_uuid, error)
             raise exception.NoValidHost(reason=str(error))
-        if request is None:
+        hard = [(request, request.minimum(hosts))
+                for request in requests if request.hard]
+        if not hard:
             return hosts
-        passed = [host_state for host_state in hosts
-                  if self._domain_has_room(host_state, request)]
+        passed = []
+        refused = collections.defaultdict(list)
+        for host_state in hosts:
+            for index, (request, minimum) in enumerate(hard):
+                if not self._domain_has_room(host_state, request, minimum):
+                    refused[index].append(host_state)
+                    break
+            else:
+                passed.append(host_state)
         if hosts and not passed:
-            reason = self.why_no_host(hosts, request)
+            reason = self.why_no_host(refused, hard)
             LOG.info("FailureDomainAntiAffinityFilter: no host left for "
                      "instance %s: %s", spec_obj.instance_uuid, reason)
             failure_domains.live_members.no_host_because(reason)
         return passed
 
+    @classmethod
+    def why_no_host(cls, refused, hard):
+        """The NoValidHost reason when the constraints rejected every host
+        (``refused``: {index in ``hard``: hosts it rejected first}).
+        """
+        parts = []
+        for index, (request, minimum) in enumerate(hard):
+            if refused.get(index):
+                parts.extend(cls._why_refused(refused[index], request,
+                                              minimum))
+        return 'FailureDomainAntiAffinityFilter: ' + '; '.join(parts)
+
     @staticmethod
-    def why_no_host(hosts, request):
-        """The NoValidHost reason when the limit rejected every host."""
+    def _why_refused(hosts, request, minimum):
         full = collections.Counter()
         without_domain = []
         for host_state in hosts:
@@ -71,13 +97,32 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
         parts = []
         if full:
             held = sorted(set(full.values()))
-            parts.append('every %s left (%s) already holds %s member%s of '
-                         'server group %s (%s) (max %d per %s)' % (
-                             request.level, ', '.join(sorted(full)),
-                             ' or '.join(str(n) for n in held),
-                             '' if held == [1] else 's', group.name,
-                             group.uuid, request.max_per_domain,
-                             request.level))
+            counts = '%s member%s of server group %s (%s)' % (
+                ' or '.join(str(n) for n in held),
+                '' if held == [1] else 's', group.name, group.uuid)
+            if request.kind == 'max':
+                parts.append('every %s left (%s) already holds %s (max %d '
+                             'per %s)' % (request.level,
+                                          ', '.join(sorted(full)), counts,
+                                          request.max_per_domain,
+                                          request.level))
+            else:
+                # the fault message keeps 255 characters: the numbers
+                # first, the group last
+                parts.append(
+                    '%s: every %s left (%s) already holds %s member%s, at '
+                    'least %d (the skew) above the least filled eligible %s '
+                    '(%d%s), '
+                    'server group %s (%s)' % (
+                        request.constraint, request.level,
+                        ', '.join(sorted(full)),
+                        ' or '.join(str(n) for n in held),
+                        '' if held == [1] else 's', request.skew,
+                        request.level,
+                        minimum, '' if request.min_domains is None else
+                        ': fewer than %d %ss eligible' % (
+                            request.min_domains, request.level),
+                        group.name, group.uuid))
         if without_domain:
             parts.append('host%s %s %s in no %s (aggregate metadata %s%s; '
                          '[nova_ext] hosts_without_failure_domain = reject)'
@@ -87,15 +132,36 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
                             request.level,
                             failure_domains.AGGREGATE_KEY_PREFIX,
                             request.level))
-        return 'FailureDomainAntiAffinityFilter: ' + '; '.join(parts)
+        return parts
 
     def host_passes(self, host_state, spec_obj):
         return bool(self.filter_all([host_state], spec_obj))
 
     @staticmethod
-    def _domain_has_room(host_state, request):
+    def rejection(host_state, request, minimum):
+        """Why ``request`` (one constraint) refuses ``host_state``, or None
+        (``minimum``: ``request.minimum`` over the same candidates).
+        """
         domain = request.domain_of(host_state)
         if domain is failure_domains.NO_DOMAIN:
+            return 'in no failure domain at level %s' % request.level
+        if request.allows(domain, minimum):
+            return None
+        members = request.members_in(domain)
+        if request.kind == 'max':
+            return '%s %s already holds %d member(s) of the group (max %d)' % (
+                request.level, domain, members, request.max_per_domain)
+        return ('%s %s already holds %d member(s) of the group; the least '
+                'filled eligible %s holds %d (%s)' % (
+                    request.level, domain, members, request.level, minimum,
+                    request.constraint))
+
+    @classmethod
+    def _domain_has_room(cls, host_state, request, minimum):
+        reason = cls.rejection(host_state, request, minimum)
+        if reason is None:
+            return True
+        if reason.startswith('in no failure domain'):
             LOG.info("FailureDomainAntiAffinityFilter: host %(host)s "
                      "rejected: it is in no failure domain at level "
                      "%(level)s (no aggregate metadata %(key)s) and "
@@ -103,14 +169,8 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
                      {'host': host_state.host, 'level': request.level,
                       'key': failure_domains.AGGREGATE_KEY_PREFIX
                       + request.level})
-            return False
-        members = request.members_in(domain)
-        if members >= request.max_per_domain:
+        else:
             LOG.debug("FailureDomainAntiAffinityFilter: host %(host)s "
-                      "rejected: %(level)s %(domain)s already holds "
-                      "%(members)d member(s) of the group (max %(max)d)",
-                      {'host': host_state.host, 'level': request.level,
-                       'domain': domain, 'members': members,
-                       'max': request.max_per_domain})
-            return False
-        return True
+                      "rejected: %(reason)s",
+                      {'host': host_state.host, 'reason': reason})
+        return False

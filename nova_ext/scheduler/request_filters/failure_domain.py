@@ -25,6 +25,13 @@ Members are counted as FailureDomainAntiAffinityFilter counts them: where
 placement says they are, read inside the group's spread lock
 (:mod:`nova_ext.scheduler.spread_scheduling`, which leaves out the server
 being scheduled or moved), else the conductor's ``instance_group.hosts``.
+With ``nova_ext:spread_constraints`` each hard ``max`` constraint excludes
+its full domains (``host``-level ones excepted: a host is its own domain,
+declared nowhere). Skew constraints are left to the filter: whether a
+domain is too far ahead depends on the least filled eligible domain, and
+which domains are eligible depends on the candidates placement is about to
+return, so no exclusion here is provably safe.
+
 A domain is excluded only when every host the exclusion would remove is
 in that domain by the filter's own rules (aggregates win over traits; a
 host in conflicting aggregates or with two domain traits is in none), so
@@ -108,23 +115,27 @@ class _Declared(object):
         return all(self.domain_of(host) == domain for host in hosts)
 
 
-def _hard_spread(request_spec):
-    """The request's SpreadRequest when it asks for a hard spread, else
-    None (malformed requests too: the filter names their mistake).
+def _hard_spreads(request_spec):
+    """The request's hard ``max`` constraints (SpreadRequests), [] when it
+    asks for none (malformed requests too: the filter names their mistake).
+    Skew constraints are left to the filter: the least filled eligible
+    domain depends on candidates placement has not returned yet.
     """
     if scheduler_utils.request_is_rebuild(request_spec):
-        return None
+        return []
     group = (request_spec.instance_group
              if 'instance_group' in request_spec else None)
     if group is None or group.policy != HARD_POLICY:
-        return None
+        return []
     try:
-        return failure_domains.spread_request(request_spec, [])
+        requests = failure_domains.spread_requests(request_spec, [])
     except failure_domains.InvalidSpreadRequest as error:
         LOG.debug('failure_domain request filter: leaving instance %s to '
                   'FailureDomainAntiAffinityFilter: %s',
                   request_spec.instance_uuid, error)
-        return None
+        return []
+    return [request for request in requests
+            if request.hard and request.kind == 'max']
 
 
 def _full_domains(request):
@@ -171,26 +182,29 @@ def _reason(request, excluded):
 
 @request_filter.trace_request_filter
 def exclude_full_domains(ctxt, request_spec):
-    request = _hard_spread(request_spec)
-    if request is None:
-        return False
-    full = _full_domains(request)
-    if not full:
-        return False
-    aggregates, traits, excluded = _exclusions(
-        _Declared(ctxt, request), full)
+    aggregates, traits, reasons = set(), set(), []
+    for request in _hard_spreads(request_spec):
+        full = _full_domains(request)
+        if not full:
+            continue
+        forbidden, forbidden_traits, excluded = _exclusions(
+            _Declared(ctxt, request), full)
+        aggregates |= forbidden
+        traits |= forbidden_traits
+        LOG.debug('failure_domain request filter: instance %s: %s %s full; '
+                  'forbidden aggregates %s, traits %s',
+                  request_spec.instance_uuid, request.level, ', '.join(full),
+                  ','.join(sorted(forbidden)) or 'none',
+                  ','.join(sorted(forbidden_traits)) or 'none')
+        if excluded:
+            reasons.append(_reason(request, excluded))
     if aggregates:
         request_filters.destination(request_spec).append_forbidden_aggregates(
             aggregates)
     request_spec.root_forbidden.update(traits)
-    LOG.debug('failure_domain request filter: instance %s: %s %s full; '
-              'forbidden aggregates %s, traits %s',
-              request_spec.instance_uuid, request.level, ', '.join(full),
-              ','.join(sorted(aggregates)) or 'none',
-              ','.join(sorted(traits)) or 'none')
-    if not excluded:
+    if not reasons:
         return False
     # Placement may now have nothing to return: the NoValidHost then says
     # why rather than nothing (spread_scheduling reads it).
-    failure_domains.live_members.no_host_because(_reason(request, excluded))
+    failure_domains.live_members.no_host_because('; '.join(reasons))
     return True

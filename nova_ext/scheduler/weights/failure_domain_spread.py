@@ -9,6 +9,14 @@ soft-anti-affinity group that names no level. Multiplier: ``[nova_ext]
 failure_domain_spread_weight_multiplier``, overridden per aggregate by
 ``nova_ext:failure_domain_spread_weight_multiplier``.
 
+With ``nova_ext:spread_constraints`` it weighs every constraint: a host
+whose domain would break a ``soft`` one (beyond ``max``, or beyond ``skew``
+of the least filled eligible domain: those of the hosts weighed plus those
+holding members) ranks below every host that breaks none, fewer broken
+constraints first; among equals, the fewer members in the host's domains
+(summed over the constraints, hard ones included) the better. Breaking a
+hard constraint is the filter's business.
+
 Hosts in no domain at the level rank last. A malformed hint is logged and
 the weigher stands aside for that request (the filter, if enabled, refuses
 it).
@@ -31,23 +39,35 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
 
     def prepare(self, spec_obj, host_states):
         try:
-            request = failure_domains.spread_request(
+            requests = failure_domains.spread_requests(
                 spec_obj, host_states,
                 default_level=CONF.nova_ext.default_spread_level)
         except failure_domains.InvalidSpreadRequest as error:
             LOG.warning("FailureDomainSpreadWeigher: ignoring spread request "
                         "of instance %s: %s", spec_obj.instance_uuid, error)
             return None
-        if request is None:
+        if not requests:
             return None
-        busiest = max(request.members_per_domain.values(), default=0)
-        return request, -(busiest + 1)
+        weighed = []
+        for request in requests:
+            busiest = max(request.members_per_domain.values(), default=0)
+            weighed.append((request, request.minimum(host_states),
+                            busiest + 1))
+        # a broken constraint outweighs every member count
+        violation = 1 + sum(without for _r, _m, without in weighed)
+        return weighed, violation
 
     def weigh(self, host_state, state):
         if state is None:
             return 0.0
-        request, weight_without_domain = state
-        domain = request.domain_of(host_state)
-        if domain is failure_domains.NO_DOMAIN:
-            return weight_without_domain
-        return -request.members_in(domain)
+        weighed, violation = state
+        weight = 0
+        for request, minimum, without_domain in weighed:
+            domain = request.domain_of(host_state)
+            if domain is failure_domains.NO_DOMAIN:
+                weight -= without_domain
+                continue
+            weight -= request.members_in(domain)
+            if not request.hard and not request.allows(domain, minimum):
+                weight -= violation
+        return weight
