@@ -572,13 +572,13 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
     if api_database is not None:
         api_database.load(aggregates)
     build_s = time.perf_counter() - build_start
-    requests = args.requests or DEFAULT_REQUESTS.get(
-        num_hosts, max(5, min(30, 30000 // num_hosts)))
-
     heartbeat = fleet.Heartbeat(host_states)
     # What placement hands the scheduler: at most max_placement_results
     # candidates, in its own (provider) order.
     candidates = host_states[:args.max_placement_results or None]
+    # as many requests as the candidates make affordable
+    requests = args.requests or DEFAULT_REQUESTS.get(
+        len(candidates), max(5, min(30, 30000 // len(candidates))))
 
     # Warm-up, untimed; also what each configuration selects.
     heartbeat(force=True)
