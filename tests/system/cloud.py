@@ -57,9 +57,15 @@ class LoopbackNova(fixtures.Fixture):
         self.placement_port = processes.free_port()
         self.api_port = processes.free_port()
         self.conf = self._write('nova.conf', self._nova_conf(db=True))
+        # One placement process serves every test's bursts (50 creates at
+        # once): its database pool is sized for them, as a deployment sizes
+        # it for its placement workers. With oslo.db's default (5 + 10
+        # overflow) a loaded CI machine timed out on the pool and placement
+        # answered 500, which made computes reschedule.
         self._write('placement.conf', '\n'.join([
             '[placement_database]',
             'connection = %s' % self.dbs.url('placement', plugin=False),
+            'max_pool_size = 20', 'max_overflow = 40',
             '[api]', 'auth_strategy = noauth2', '']))
         self._sync()
         self.placement = self._start('placement-api', 'placement.log', env={

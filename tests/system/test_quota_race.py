@@ -98,7 +98,7 @@ class QuotaRaceTest(testtools.TestCase):
                 len(codes), codes.count(202), codes.count(403),
                 len(servers), active, states.count('ERROR'), took)))
 
-    def settle(self, timeout=240):
+    def settle(self, timeout=420):
         deadline = time.monotonic() + timeout
         while True:
             status, body = self.cloud.request(
