@@ -10,6 +10,9 @@ from nova_ext.sandbox import cloud
 
 NOVA_DEFAULT_FILTERS = cloud.NOVA_DEFAULT_FILTERS
 
+RACKS = {'r1': ['host1', 'host2'], 'r2': ['host3', 'host4'],
+         'r3': ['host5', 'host6']}
+
 
 class NovaExtTestCase(cloud.EmbeddedNova):
 
@@ -43,3 +46,25 @@ class NovaExtTestCase(cloud.EmbeddedNova):
         self.assertIn('No valid host', message)
         if reason_contains:
             self.assertIn(reason_contains, message)
+
+
+class RackedTestCase(NovaExtTestCase):
+    """Six hosts in three racks of two (:data:`RACKS`), declared with
+    aggregate metadata, and the failure-domain filter on. Its soft twin, the
+    spread weigher, is off so that tests see the filter alone; tests of the
+    weigher switch it on.
+    """
+
+    HOSTS = ['host1', 'host2', 'host3', 'host4', 'host5', 'host6']
+    ENABLED_FILTERS = NOVA_DEFAULT_FILTERS + [
+        'FailureDomainAntiAffinityFilter']
+    NOVA_EXT_FLAGS = {'failure_domain_spread_weight_multiplier': 0.0}
+
+    def setUp(self):
+        super().setUp()
+        self.set_failure_domains('rack', RACKS)
+        self.flavor = self.create_flavor('small')
+        self.rack_of = {h: r for r, hosts in RACKS.items() for h in hosts}
+
+    def rack(self, server):
+        return self.rack_of[self.host_of(server)]

@@ -8,31 +8,15 @@ rack holds more members than they asked for.
 
 from tests.functional import base
 
-RACKS = {'r1': ['host1', 'host2'], 'r2': ['host3', 'host4'],
-         'r3': ['host5', 'host6']}
 
-
-class FailureDomainFilterTest(base.NovaExtTestCase):
-
-    HOSTS = ['host1', 'host2', 'host3', 'host4', 'host5', 'host6']
-    ENABLED_FILTERS = base.NOVA_DEFAULT_FILTERS + [
-        'FailureDomainAntiAffinityFilter']
-    # The soft twin would spread groups too: switch it off so these tests
-    # see the filter alone.
-    NOVA_EXT_FLAGS = {'failure_domain_spread_weight_multiplier': 0.0}
-
-    def setUp(self):
-        super().setUp()
-        self.set_failure_domains('rack', RACKS)
-        self.flavor = self.create_flavor('small')
-        self.rack_of = {h: r for r, hosts in RACKS.items() for h in hosts}
+class FailureDomainFilterTest(base.RackedTestCase):
 
     def test_group_of_four_spread_one_per_rack_over_three_racks(self):
         group = self.create_server_group('web')
         hints = {'nova_ext:spread_level': 'rack'}
         servers = [self.boot('web-%d' % i, self.flavor, group, hints)
                    for i in range(3)]
-        racks = [self.rack_of[self.host_of(s)] for s in servers]
+        racks = [self.rack(s) for s in servers]
         self.assertCountEqual(['r1', 'r2', 'r3'], racks)
 
         fourth = self.boot('web-3', self.flavor, group, hints,
@@ -46,15 +30,15 @@ class FailureDomainFilterTest(base.NovaExtTestCase):
         # soft-anti-affinity: Nova alone would let a 7th member in
         group = self.create_server_group('db', policy='soft-anti-affinity')
         servers = [self.boot('db-%d' % i, flavor, group) for i in range(6)]
-        racks = [self.rack_of[self.host_of(s)] for s in servers]
+        racks = [self.rack(s) for s in servers]
         self.assertEqual({'r1': 2, 'r2': 2, 'r3': 2},
-                         {r: racks.count(r) for r in RACKS})
+                         {r: racks.count(r) for r in base.RACKS})
         seventh = self.boot('db-6', flavor, group, expected_state='ERROR')
         self.assertNoValidHost(seventh)
 
     def test_multi_create_in_one_request_spreads(self):
         servers = self._multi_create_with_rack_spread('batch', 3)
-        racks = sorted(self.rack_of[self.host_of(s)] for s in servers)
+        racks = sorted(self.rack(s) for s in servers)
         self.assertEqual(['r1', 'r2', 'r3'], racks)
 
     def test_multi_create_of_four_over_three_racks_fails_whole(self):

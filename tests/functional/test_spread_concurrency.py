@@ -17,26 +17,10 @@ from nova.tests import fixtures as nova_fixtures
 
 from tests.functional import base
 
-RACKS = {'r1': ['host1', 'host2'], 'r2': ['host3', 'host4'],
-         'r3': ['host5', 'host6']}
 HINTS = {'nova_ext:spread_level': 'rack'}
 
 
-class SpreadTestCase(base.NovaExtTestCase):
-
-    HOSTS = ['host1', 'host2', 'host3', 'host4', 'host5', 'host6']
-    ENABLED_FILTERS = base.NOVA_DEFAULT_FILTERS + [
-        'FailureDomainAntiAffinityFilter']
-    NOVA_EXT_FLAGS = {'failure_domain_spread_weight_multiplier': 0.0}
-
-    def setUp(self):
-        super().setUp()
-        self.set_failure_domains('rack', RACKS)
-        self.flavor = self.create_flavor('small')
-        self.rack_of = {h: r for r, hosts in RACKS.items() for h in hosts}
-
-    def rack(self, server):
-        return self.rack_of[self.host_of(server)]
+class SpreadTestCase(base.RackedTestCase):
 
     def one_member_per_rack(self, name):
         group = self.create_server_group(name)

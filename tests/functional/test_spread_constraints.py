@@ -12,34 +12,23 @@ fails alone with a reason naming the key.
 from tests.functional import base
 
 KEY = 'nova_ext:spread_constraints'
-RACKS = {'r1': ['host1', 'host2'], 'r2': ['host3', 'host4'],
-         'r3': ['host5', 'host6']}
 ROWS = {'row1': ['host1', 'host2', 'host3', 'host4'],
         'row2': ['host5', 'host6']}
 
 
-class SpreadConstraintsTest(base.NovaExtTestCase):
-
-    HOSTS = ['host1', 'host2', 'host3', 'host4', 'host5', 'host6']
-    ENABLED_FILTERS = base.NOVA_DEFAULT_FILTERS + [
-        'FailureDomainAntiAffinityFilter']
-    # The weigher is switched on by the tests of soft constraints only.
-    NOVA_EXT_FLAGS = {'failure_domain_spread_weight_multiplier': 0.0}
+class SpreadConstraintsTest(base.RackedTestCase):
 
     def setUp(self):
         super().setUp()
-        self.set_failure_domains('rack', RACKS)
         self.set_failure_domains('row', ROWS)
-        self.flavor = self.create_flavor('small')
-        self.rack_of = {h: r for r, hosts in RACKS.items() for h in hosts}
 
     def _boot_all(self, prefix, count, group, hints=None, flavor=None):
         return [self.boot('%s-%d' % (prefix, i), flavor or self.flavor,
                           group, hints) for i in range(count)]
 
     def _racks(self, servers):
-        racks = [self.rack_of[self.host_of(s)] for s in servers]
-        return {r: racks.count(r) for r in RACKS}
+        racks = [self.rack(s) for s in servers]
+        return {r: racks.count(r) for r in base.RACKS}
 
     def _force(self, name, group, host, zone='nova'):
         """A member put on ``host`` by the admin (no filter runs)."""
@@ -50,7 +39,7 @@ class SpreadConstraintsTest(base.NovaExtTestCase):
     def test_skew_counts_member_domains_outside_the_candidates(self):
         # soft-anti-affinity: hosts holding members stay candidates
         group = self.create_server_group('skew', 'soft-anti-affinity')
-        self.create_aggregate('az1', RACKS['r1'] + RACKS['r2'],
+        self.create_aggregate('az1', base.RACKS['r1'] + base.RACKS['r2'],
                               {'availability_zone': 'az1'})
         for name, host in (('m1', 'host1'), ('m2', 'host2'), ('m3', 'host3'),
                            ('m4', 'host4')):
@@ -68,7 +57,7 @@ class SpreadConstraintsTest(base.NovaExtTestCase):
                                '(1)')
         # outside az1 rack r3 is a candidate: the member goes there
         server = self.boot('anywhere', self.flavor, group, hints)
-        self.assertEqual('r3', self.rack_of[self.host_of(server)])
+        self.assertEqual('r3', self.rack(server))
         # skew 2 lets az1 take it
         self.boot('in-az1-skew2', self.flavor, group, {KEY: 'rack:skew=2'},
                   zone='az1')
