@@ -59,6 +59,7 @@ from nova_ext.scheduler import weights
 from nova_ext.simulator import cloud
 from nova_ext.simulator import fleet
 from nova_ext.simulator import model as sim_model
+from nova_ext.simulator import spread
 from nova_ext import upstream
 
 LOG = logging.getLogger(__name__)
@@ -192,9 +193,14 @@ class Result:
     # explain's breakdown of the arrival asked for; None when not asked or
     # not reached (the run stopped at its first NoValidHost)
     explain: ty.Optional[dict] = None
+    # per spread-constraint set of the workload (spread.SetFigures)
+    spread_sets: ty.List[spread.SetFigures] = dataclasses.field(
+        default_factory=list)
 
     def as_dict(self, with_placements=False):
         data = dataclasses.asdict(self)
+        for figures, item in zip(self.spread_sets, data['spread_sets']):
+            item['fully_placed_percent'] = figures.fully_placed_percent
         # the comparison lists the breakdowns together, under "explain"
         data.pop('explain')
         if not with_placements:
@@ -330,6 +336,7 @@ class Simulation:
                 raise ConfigError(
                     '%s: [%s] %s: %s' % (config_path, group, option,
                                          UNSUPPORTED_OPTIONS[group, option]))
+        self._check_levels(conf, config_path)
         aggregates = self._aggregates()
         try:
             host_manager = upstream.host_manager_without_databases(
@@ -377,6 +384,51 @@ class Simulation:
             random.setstate(random_state)
         result.request_filters = active
         return result
+
+    def _levels_asked(self, conf):
+        """{level: what asks for it} over the workload's groups, its
+        flavors' extra specs and ``[nova_ext] default_spread_level``.
+        """
+        from nova_ext.scheduler import failure_domains
+
+        asked = {}
+        for group in self.workload.groups.values():
+            for level in group.levels():
+                asked.setdefault(level, 'server group %s' % group.name)
+        for flavor in self.workload.flavors:
+            specs = flavor.extra_specs
+            levels = [text.partition(':')[0] for text in specs.get(
+                failure_domains.SPREAD_CONSTRAINTS, '').split(';') if text]
+            if failure_domains.SPREAD_LEVEL in specs:
+                levels.append(specs[failure_domains.SPREAD_LEVEL])
+            for level in levels:
+                asked.setdefault(level, 'flavor %s' % flavor.name)
+        if conf.nova_ext.default_spread_level:
+            asked.setdefault(conf.nova_ext.default_spread_level,
+                             '[nova_ext] default_spread_level')
+        return asked
+
+    def _check_levels(self, conf, config_path):
+        """Refuse a level the configuration lets requests spread across and
+        the workload asks for, but the cluster does not define: every host
+        would be in no domain there and the run would measure nothing.
+        (A level the configuration does not list is the scheduler's to
+        refuse, as on a cloud; one nobody asks for, e.g. the default
+        ``power``, is harmless.)
+        """
+        from nova_ext.scheduler import failure_domains
+
+        defined = self.cluster.levels()
+        for level, who in sorted(self._levels_asked(conf).items()):
+            if (level in conf.nova_ext.failure_domain_levels
+                    and level != failure_domains.HOST_LEVEL
+                    and level not in defined):
+                raise ConfigError(
+                    '%s: [nova_ext] failure_domain_levels lists %s, which %s '
+                    'spreads across, but cluster %s defines no %s level '
+                    '(its levels: %s)' % (
+                        config_path, level, who, self.cluster.path, level,
+                        ', '.join(defined) or 'none'))
 
     def _traits(self, conf):
         """{host: traits of its compute node provider}: its group's, the
@@ -442,6 +494,8 @@ class Simulation:
         heartbeat = fleet.Heartbeat(states)
         rng_uuid = random.Random(workload.seed)
         explanation = None
+        checker = spread.Checker(self.cluster, workload,
+                                 conf.nova_ext.default_max_per_domain)
 
         def report(i):
             node = simulated.nodes[i]
@@ -465,6 +519,7 @@ class Simulation:
                 hosts_with_image[image_id(arrival.image)].discard(
                     hosts[i].name)
             if arrival.group:
+                checker.departed(arrival.group, i)
                 members, on_hosts = groups[arrival.group][1:]
                 members.discard(instance_uuids[index])
                 on_hosts[hosts[i].name] -= 1
@@ -539,6 +594,9 @@ class Simulation:
             image_instances[(i, arrival.image)] += 1
             hosts_with_image[spec.image.id].add(chosen.host)
             if arrival.group:
+                if arrival.group in checker.constraints:
+                    checker.placed(arrival.group, i, [
+                        index_of[state.host] for state in candidates])
                 group = workload.groups[arrival.group]
                 _, members, on_hosts = groups[arrival.group]
                 members.add(instance_uuid)
@@ -588,7 +646,8 @@ class Simulation:
                       weights.expand(host_manager.weighers)],
             placements=[None if p is None else hosts[p].name
                         for p in placements],
-            utilisation=utilisation, explain=explanation)
+            utilisation=utilisation, explain=explanation,
+            spread_sets=checker.finish(placements))
 
     @staticmethod
     def _pre_filter(ctxt, spec, host_manager, steps_wanted):
@@ -707,6 +766,9 @@ class Simulation:
             if group.max_per_domain:
                 hints['nova_ext:spread_max_per_domain'] = [
                     str(group.max_per_domain)]
+            if group.spread_constraints:
+                hints['nova_ext:spread_constraints'] = [
+                    group.spread_constraints]
             # as the conductor loads it: the API has added the new member,
             # hosts are the distinct hosts of the members
             instance_group = objects.InstanceGroup(
