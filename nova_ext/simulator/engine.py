@@ -699,6 +699,11 @@ class Simulation:
             return querystring, amounts, [], (
                 'placement: no host has %s (the model has only %s)' % (
                     ', '.join(missing), ', '.join(PLACEMENT_RESOURCES)))
+        # placement returns at most [scheduler] max_placement_results
+        # candidates (Nova's limit=), in provider order here (placement's
+        # without [placement] randomize_allocation_candidates): a cloud
+        # larger than the cap shows its filters only the first hosts
+        limit = host_manager_limit()
         candidates = []
         for i in simulated_cloud.eligible(query):
             cap = capacity[i]
@@ -707,6 +712,8 @@ class Simulation:
                     and use[1] + amounts[1] <= cap[1]
                     and use[2] + amounts[2] <= cap[2]):
                 candidates.append(states[i])
+                if len(candidates) == limit:
+                    break
         reason = None
         if not candidates:
             # the failure_domain pre-filter says which domains it left out
@@ -813,6 +820,12 @@ class Simulation:
         pct = [100.0 / t if t else 0.0 for t in total]
         return ({k: stranded[r] * pct[r] for r, k in enumerate(RESOURCES)},
                 {k: free[r] * pct[r] for r, k in enumerate(RESOURCES)})
+
+
+def host_manager_limit():
+    """``[scheduler] max_placement_results``, as Nova asks placement."""
+    import nova.conf
+    return nova.conf.CONF.scheduler.max_placement_results
 
 
 def compare(cluster, workload, configs, progress_factory=None,

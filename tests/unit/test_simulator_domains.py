@@ -309,3 +309,32 @@ class CheckerTest(test_simulator.SimulatorTestCase):
         self.assertEqual(4, bound('host:max=1;rack:max=1;room:max=2'))
         self.assertIsNone(bound('rack:skew=1'))
         self.assertIsNone(bound('rack:max=1,soft'))
+
+
+class PlacementCapTest(test_simulator.SimulatorTestCase):
+    # Four one-host racks; a group of three, one per rack; placement
+    # returns at most two candidates, the first hosts.
+    CLUSTER = test_simulator.TWO_HOSTS.replace('count: 2', 'count: 4')
+    WORKLOAD = ROOM_WORKLOAD.replace('room:max=1', 'rack:max=1').replace(
+        'count: 2', 'count: 3')
+    CONF = test_simulator.PRE_FILTERS.replace(
+        '[filter_scheduler]\n', '[scheduler]\nmax_placement_results = 2\n\n'
+        '[filter_scheduler]\nenabled_filters = ComputeFilter,'
+        'ServerGroupAntiAffinityFilter,FailureDomainAntiAffinityFilter\n')
+
+    def test_full_racks_beyond_the_cap_need_the_pre_filter(self):
+        filter_only, excluded = self.compare(
+            self.CLUSTER, self.WORKLOAD, extra={
+                'filter-only': self.CONF + 'request_filters =\n',
+                'pre-filter': self.CONF + 'request_filters = '
+                'failure_domain\n'}).results
+        # the third member: placement offers h-001 and h-002, both racks
+        # hold a member, the filter removes them
+        self.assertEqual(['h-001', 'h-002', None], filter_only.placements)
+        # placement leaves the full racks out, so h-003 is offered
+        self.assertEqual(['h-001', 'h-002', 'h-003'], excluded.placements)
+        self.assertEqual([0, 0], [r.spread_sets[0].hard_violations
+                                  for r in (filter_only, excluded)])
+        self.assertEqual([0.0, 100.0],
+                         [r.spread_sets[0].fully_placed_percent
+                          for r in (filter_only, excluded)])
