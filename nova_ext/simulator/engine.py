@@ -492,6 +492,10 @@ class Simulation:
         sample_every = max(1, len(workload.arrivals) // UTILISATION_SAMPLES)
         utilisation = []
         heartbeat = fleet.Heartbeat(states)
+        # building 10,000 HostStates on a loaded machine can take longer
+        # than service_down_time: every service reports before the first
+        # request, or ComputeFilter would see them all down
+        heartbeat(force=True)
         rng_uuid = random.Random(workload.seed)
         explanation = None
         checker = spread.Checker(self.cluster, workload,
