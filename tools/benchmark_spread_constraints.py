@@ -230,11 +230,17 @@ def main(argv=None):
     print('')
     started = time.monotonic()
     rows = []
+    # each size's rows as soon as it is done: 10,000 hosts take minutes
+    print(HEADER)
+    print('-' * len(HEADER))
     for num_hosts in args.hosts:
-        rows += run_size(num_hosts, args, configs, filter_handler,
-                         weight_handler)
-        print('  done: %d hosts' % num_hosts, file=sys.stderr)
-    for line in format_table(rows):
+        done = run_size(num_hosts, args, configs, filter_handler,
+                        weight_handler)
+        rows += done
+        for line in format_table(done)[2:len(done) + 2]:
+            print(line, flush=True)
+    print('')
+    for line in format_table(rows)[len(rows) + 3:]:
         print(line)
     print('wall time %.0f s' % (time.monotonic() - started))
     if args.json:
