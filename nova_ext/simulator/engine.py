@@ -59,6 +59,7 @@ from nova_ext.scheduler import weights
 from nova_ext.simulator import cloud
 from nova_ext.simulator import fleet
 from nova_ext.simulator import model as sim_model
+from nova_ext.simulator import spread
 from nova_ext import upstream
 
 LOG = logging.getLogger(__name__)
@@ -192,9 +193,14 @@ class Result:
     # explain's breakdown of the arrival asked for; None when not asked or
     # not reached (the run stopped at its first NoValidHost)
     explain: ty.Optional[dict] = None
+    # per spread-constraint set of the workload (spread.SetFigures)
+    spread_sets: ty.List[spread.SetFigures] = dataclasses.field(
+        default_factory=list)
 
     def as_dict(self, with_placements=False):
         data = dataclasses.asdict(self)
+        for figures, item in zip(self.spread_sets, data['spread_sets']):
+            item['fully_placed_percent'] = figures.fully_placed_percent
         # the comparison lists the breakdowns together, under "explain"
         data.pop('explain')
         if not with_placements:
@@ -330,6 +336,7 @@ class Simulation:
                 raise ConfigError(
                     '%s: [%s] %s: %s' % (config_path, group, option,
                                          UNSUPPORTED_OPTIONS[group, option]))
+        self._check_levels(conf, config_path)
         aggregates = self._aggregates()
         try:
             host_manager = upstream.host_manager_without_databases(
@@ -377,6 +384,51 @@ class Simulation:
             random.setstate(random_state)
         result.request_filters = active
         return result
+
+    def _levels_asked(self, conf):
+        """{level: what asks for it} over the workload's groups, its
+        flavors' extra specs and ``[nova_ext] default_spread_level``.
+        """
+        from nova_ext.scheduler import failure_domains
+
+        asked = {}
+        for group in self.workload.groups.values():
+            for level in group.levels():
+                asked.setdefault(level, 'server group %s' % group.name)
+        for flavor in self.workload.flavors:
+            specs = flavor.extra_specs
+            levels = [text.partition(':')[0] for text in specs.get(
+                failure_domains.SPREAD_CONSTRAINTS, '').split(';') if text]
+            if failure_domains.SPREAD_LEVEL in specs:
+                levels.append(specs[failure_domains.SPREAD_LEVEL])
+            for level in levels:
+                asked.setdefault(level, 'flavor %s' % flavor.name)
+        if conf.nova_ext.default_spread_level:
+            asked.setdefault(conf.nova_ext.default_spread_level,
+                             '[nova_ext] default_spread_level')
+        return asked
+
+    def _check_levels(self, conf, config_path):
+        """Refuse a level the configuration lets requests spread across and
+        the workload asks for, but the cluster does not define: every host
+        would be in no domain there and the run would measure nothing.
+        (A level the configuration does not list is the scheduler's to
+        refuse, as on a cloud; one nobody asks for, e.g. the default
+        ``power``, is harmless.)
+        """
+        from nova_ext.scheduler import failure_domains
+
+        defined = self.cluster.levels()
+        for level, who in sorted(self._levels_asked(conf).items()):
+            if (level in conf.nova_ext.failure_domain_levels
+                    and level != failure_domains.HOST_LEVEL
+                    and level not in defined):
+                raise ConfigError(
+                    '%s: [nova_ext] failure_domain_levels lists %s, which %s '
+                    'spreads across, but cluster %s defines no %s level '
+                    '(its levels: %s)' % (
+                        config_path, level, who, self.cluster.path, level,
+                        ', '.join(defined) or 'none'))
 
     def _traits(self, conf):
         """{host: traits of its compute node provider}: its group's, the
@@ -440,8 +492,14 @@ class Simulation:
         sample_every = max(1, len(workload.arrivals) // UTILISATION_SAMPLES)
         utilisation = []
         heartbeat = fleet.Heartbeat(states)
+        # building 10,000 HostStates on a loaded machine can take longer
+        # than service_down_time: every service reports before the first
+        # request, or ComputeFilter would see them all down
+        heartbeat(force=True)
         rng_uuid = random.Random(workload.seed)
         explanation = None
+        checker = spread.Checker(self.cluster, workload,
+                                 conf.nova_ext.default_max_per_domain)
 
         def report(i):
             node = simulated.nodes[i]
@@ -465,6 +523,7 @@ class Simulation:
                 hosts_with_image[image_id(arrival.image)].discard(
                     hosts[i].name)
             if arrival.group:
+                checker.departed(arrival.group, i)
                 members, on_hosts = groups[arrival.group][1:]
                 members.discard(instance_uuids[index])
                 on_hosts[hosts[i].name] -= 1
@@ -539,6 +598,9 @@ class Simulation:
             image_instances[(i, arrival.image)] += 1
             hosts_with_image[spec.image.id].add(chosen.host)
             if arrival.group:
+                if arrival.group in checker.constraints:
+                    checker.placed(arrival.group, i, [
+                        index_of[state.host] for state in candidates])
                 group = workload.groups[arrival.group]
                 _, members, on_hosts = groups[arrival.group]
                 members.add(instance_uuid)
@@ -588,7 +650,8 @@ class Simulation:
                       weights.expand(host_manager.weighers)],
             placements=[None if p is None else hosts[p].name
                         for p in placements],
-            utilisation=utilisation, explain=explanation)
+            utilisation=utilisation, explain=explanation,
+            spread_sets=checker.finish(placements))
 
     @staticmethod
     def _pre_filter(ctxt, spec, host_manager, steps_wanted):
@@ -640,6 +703,11 @@ class Simulation:
             return querystring, amounts, [], (
                 'placement: no host has %s (the model has only %s)' % (
                     ', '.join(missing), ', '.join(PLACEMENT_RESOURCES)))
+        # placement returns at most [scheduler] max_placement_results
+        # candidates (Nova's limit=), in provider order here (placement's
+        # without [placement] randomize_allocation_candidates): a cloud
+        # larger than the cap shows its filters only the first hosts
+        limit = host_manager_limit()
         candidates = []
         for i in simulated_cloud.eligible(query):
             cap = capacity[i]
@@ -648,6 +716,8 @@ class Simulation:
                     and use[1] + amounts[1] <= cap[1]
                     and use[2] + amounts[2] <= cap[2]):
                 candidates.append(states[i])
+                if len(candidates) == limit:
+                    break
         reason = None
         if not candidates:
             # the failure_domain pre-filter says which domains it left out
@@ -707,6 +777,9 @@ class Simulation:
             if group.max_per_domain:
                 hints['nova_ext:spread_max_per_domain'] = [
                     str(group.max_per_domain)]
+            if group.spread_constraints:
+                hints['nova_ext:spread_constraints'] = [
+                    group.spread_constraints]
             # as the conductor loads it: the API has added the new member,
             # hosts are the distinct hosts of the members
             instance_group = objects.InstanceGroup(
@@ -751,6 +824,12 @@ class Simulation:
         pct = [100.0 / t if t else 0.0 for t in total]
         return ({k: stranded[r] * pct[r] for r, k in enumerate(RESOURCES)},
                 {k: free[r] * pct[r] for r, k in enumerate(RESOURCES)})
+
+
+def host_manager_limit():
+    """``[scheduler] max_placement_results``, as Nova asks placement."""
+    import nova.conf
+    return nova.conf.CONF.scheduler.max_placement_results
 
 
 def compare(cluster, workload, configs, progress_factory=None,

@@ -266,12 +266,41 @@ class HostGroup:
 
 
 @dataclasses.dataclass
+class DomainLevel:
+    """One failure-domain level the cluster generates.
+
+    The innermost level groups ``size`` consecutive hosts of a host group
+    per domain. An outer level groups the domains of the level inside it:
+    ``size`` consecutive ones per domain, or, with ``count``, deals them to
+    ``count`` domains in turn (what ``rows`` always did with racks).
+    """
+    level: str
+    size: ty.Optional[int]
+    count: ty.Optional[int]
+    # domain number (from 1) -> domain name
+    name_format: str
+
+    def domain(self, number):
+        return self.name_format % number
+
+
+@dataclasses.dataclass
 class Host:
     name: str
     group: HostGroup
-    rack: str
-    row: str
     maintenance: bool
+    # level -> domain, innermost level first
+    domains: ty.Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    # the two levels every cluster had before failure_domains: existing
+    # callers and tests read them
+    @property
+    def rack(self):
+        return self.domains.get('rack')
+
+    @property
+    def row(self):
+        return self.domains.get('row')
 
 
 @dataclasses.dataclass
@@ -288,6 +317,38 @@ class Cluster:
     groups: ty.List[HostGroup]
     hosts: ty.List[Host]
     aggregates: ty.List[Aggregate]
+    # the generated levels, innermost first
+    domain_levels: ty.List[DomainLevel] = dataclasses.field(
+        default_factory=list)
+
+    def levels(self):
+        """Every failure-domain level the cluster defines: the generated
+        ones, innermost first, then those its extra aggregates declare
+        (``nova_ext:failure_domain:<level>`` metadata), sorted.
+        """
+        from nova_ext.scheduler import failure_domains
+
+        prefix = failure_domains.AGGREGATE_KEY_PREFIX
+        generated = [level.level for level in self.domain_levels]
+        declared = sorted({key[len(prefix):] for aggregate in self.aggregates
+                           for key in aggregate.metadata
+                           if key.startswith(prefix)} - set(generated))
+        return generated + declared
+
+    def domains(self, level):
+        """{host name: set of its domains at ``level``}, from the
+        aggregates' metadata, as the scheduler reads a cloud's.
+        """
+        from nova_ext.scheduler import failure_domains
+
+        key = failure_domains.AGGREGATE_KEY_PREFIX + level
+        found = {}
+        for aggregate in self.aggregates:
+            domain = aggregate.metadata.get(key)
+            if domain is not None:
+                for host in aggregate.hosts:
+                    found.setdefault(host, set()).add(domain)
+        return found
 
     def capacity(self, hosts=None):
         """Placement capacity (allocation ratios applied, reservations
@@ -313,8 +374,8 @@ def host_capacity(group):
 def load_cluster(path):
     top = _Reader(path, _load_yaml(path))
     name = top.get('name', str, default=os.path.basename(path))
-    rows = top.get('rows', int, default=1, minimum=1)
-    default_rack_size = top.get('rack_size', int, default=20, minimum=1)
+    levels = _domain_levels(top)
+    default_rack_size = levels[0].size
     groups = []
     for item, line in top.items('host_groups', required=True):
         group = _reader_item(path, item, line, 'host_groups[]')
@@ -370,19 +431,19 @@ def load_cluster(path):
         raise top.error('host_groups', '%d hosts; the simulator models at '
                         'most %d' % (total, MAX_HOSTS))
     hosts = []
-    rack_number = 0
+    inner_number = 0
     for group in groups:
         for i in range(group.count):
+            # a host group starts a new innermost domain (its own racks)
             if i % group.rack_size == 0:
-                rack_number += 1
+                inner_number += 1
             hosts.append(Host(
                 name='%s-%03d' % (group.name, i + 1), group=group,
-                rack='r%03d' % rack_number,
-                row='row%d' % ((rack_number - 1) % rows + 1),
                 # the last hosts of a group are the ones in maintenance
-                maintenance=i >= group.count - group.maintenance))
+                maintenance=i >= group.count - group.maintenance,
+                domains=_host_domains(levels, inner_number)))
 
-    aggregates = _layout_aggregates(hosts, groups)
+    aggregates = _layout_aggregates(hosts, groups, levels)
     for item, line in top.items('aggregates'):
         agg = _reader_item(path, item, line, 'aggregates[]')
         agg_name = agg.get('name', str, required=True)
@@ -398,7 +459,71 @@ def load_cluster(path):
                                     agg.string_map('metadata')))
         agg.finish()
     top.finish()
-    return Cluster(path, name, groups, hosts, aggregates)
+    return Cluster(path, name, groups, hosts, aggregates, levels)
+
+
+LEVEL_NAME = re.compile(r'^[a-z0-9][a-z0-9_-]{0,63}$')
+# the level nova_ext:spread_constraints gives every host by itself
+RESERVED_LEVELS = ('host',)
+
+
+def _domain_levels(top):
+    """The cluster's generated failure-domain levels, innermost first:
+    ``failure_domains`` or, in the files written before it, ``rack_size``
+    hosts per rack and racks dealt in turn to ``rows`` rows (same domain
+    names as then, so those files give the same hosts and domains).
+    """
+    if not top.has('failure_domains'):
+        rows = top.get('rows', int, default=1, minimum=1)
+        rack_size = top.get('rack_size', int, default=20, minimum=1)
+        return [DomainLevel('rack', rack_size, None, 'r%03d'),
+                DomainLevel('row', None, rows, 'row%d')]
+    for key in ('rows', 'rack_size'):
+        if top.has(key):
+            raise top.error(key, 'give failure_domains or rows/rack_size, '
+                            'not both (rack_size and rows are a '
+                            'failure_domains list of rack and row)')
+    levels = []
+    items = top.items('failure_domains')
+    if not items:
+        raise top.error('failure_domains', 'needs at least one level')
+    for position, (item, line) in enumerate(items):
+        spec = _reader_item(top.path, item, line, 'failure_domains[]')
+        level = spec.get('level', str, required=True)
+        if not LEVEL_NAME.match(level) or level in RESERVED_LEVELS:
+            raise spec.error('level', 'not a level name (a-z, 0-9, _ and -; '
+                             'not %s): %r'
+                             % (', '.join(RESERVED_LEVELS), level))
+        if any(known.level == level for known in levels):
+            raise spec.error('level', 'level %r is listed twice' % level)
+        size = spec.get('size', int, minimum=1)
+        count = spec.get('count', int, minimum=1)
+        if position == 0 and (size is None or count is not None):
+            raise spec.error('size', 'the first (innermost) level needs '
+                             'size, its hosts per domain (no count)')
+        if position and (size is None) == (count is None):
+            raise spec.error('size', 'give size (%s domains per %s, '
+                             'consecutive) or count (that many %ss, the %s '
+                             'domains dealt to them in turn), one of them'
+                             % (levels[-1].level, level, level,
+                                levels[-1].level))
+        spec.finish()
+        levels.append(DomainLevel(level, size, count, level + '%03d'))
+    return levels
+
+
+def _host_domains(levels, inner_number):
+    """{level: domain} of a host in innermost domain ``inner_number``."""
+    domains = {}
+    number = inner_number
+    for position, level in enumerate(levels):
+        if position:
+            if level.count is not None:
+                number = (number - 1) % level.count + 1
+            else:
+                number = (number - 1) // level.size + 1
+        domains[level.level] = level.domain(number)
+    return domains
 
 
 def _traits(path, group):
@@ -412,14 +537,15 @@ def _traits(path, group):
     return traits
 
 
-def _layout_aggregates(hosts, groups):
+def _layout_aggregates(hosts, groups, levels):
     from nova_ext.scheduler import failure_domains
     from nova_ext.scheduler.request_filters import host_class
 
     by_key = {}
     for host in hosts:
-        for level, domain in (('rack', host.rack), ('row', host.row)):
-            by_key.setdefault((level, domain), []).append(host.name)
+        for level in levels:
+            by_key.setdefault((level.level, host.domains[level.level]),
+                              []).append(host.name)
     aggregates = [
         Aggregate('%s-%s' % (level, domain), members,
                   {failure_domains.AGGREGATE_KEY_PREFIX + level: domain})
@@ -459,6 +585,28 @@ class GroupSpec:
     policy: str
     spread_level: ty.Optional[str]
     max_per_domain: ty.Optional[int]
+    # nova_ext:spread_constraints, sent as a scheduler hint
+    spread_constraints: ty.Optional[str] = None
+    # what the report groups groups by (the server_groups entry's name)
+    constraint_set: ty.Optional[str] = None
+
+    def constraint_set_name(self):
+        """The name the report lists this group's figures under."""
+        if self.constraint_set:
+            return self.constraint_set
+        if self.spread_constraints:
+            return self.spread_constraints
+        if self.spread_level:
+            return '%s:max=%s' % (self.spread_level,
+                                  self.max_per_domain or 'default')
+        return None
+
+    def levels(self):
+        """The failure-domain levels the group asks to spread across."""
+        if self.spread_constraints:
+            return [text.partition(':')[0]
+                    for text in self.spread_constraints.split(';')]
+        return [self.spread_level] if self.spread_level else []
 
 
 @dataclasses.dataclass
@@ -578,12 +726,48 @@ def _images(top):
 def _group_spec(reader, name):
     from nova_ext.scheduler import failure_domains  # noqa: F401
 
-    return GroupSpec(
+    spec = GroupSpec(
         name=name,
         policy=reader.get('policy', str, default='anti-affinity',
                           choices=POLICIES),
         spread_level=reader.get('spread_level', str),
-        max_per_domain=reader.get('max_per_domain', int, minimum=1))
+        max_per_domain=reader.get('max_per_domain', int, minimum=1),
+        spread_constraints=reader.get('spread_constraints', str))
+    if spec.spread_constraints is not None and (
+            spec.spread_level is not None
+            or spec.max_per_domain is not None):
+        # as nova-ext refuses the two kinds of keys in one request
+        raise reader.error('spread_constraints', 'give spread_constraints '
+                           'or spread_level/max_per_domain, not both')
+    return spec
+
+
+def _group_mixes(top):
+    """[(share, size, GroupSpec template)] of ``server_groups``: one
+    mapping, or a list of them (each may be ``name``d: the report's
+    constraint set).
+    """
+    if not top.has('server_groups'):
+        return []
+    if isinstance(top.mapping.get('server_groups'), _Seq):
+        entries = [_reader_item(top.path, item, line, 'server_groups[]')
+                   for item, line in top.items('server_groups')]
+        named = True
+    else:
+        entries = [top.mapping_of('server_groups')]
+        named = False
+    mixes = []
+    for entry in entries:
+        share = entry.get('share', float, default=0.1, minimum=0.0)
+        if share > 1.0:
+            raise entry.error('share', 'must be between 0 and 1')
+        size = entry.get('size', int, default=3, minimum=1)
+        set_name = entry.get('name', str) if named else None
+        template = _group_spec(entry, None)
+        template.constraint_set = set_name
+        entry.finish()
+        mixes.append((share, size, template))
+    return mixes
 
 
 def _flavor_named(reader, key, flavors):
@@ -638,16 +822,23 @@ def _generate(top, flavors, images, groups, rng):
     if count > MAX_ARRIVALS:
         raise top.error('arrivals', 'at most %d, got %d'
                         % (MAX_ARRIVALS, count))
-    group_mix = top.mapping_of('server_groups')
-    group_share = 0.0
-    if group_mix is not None:
-        group_share = group_mix.get('share', float, default=0.1,
-                                    minimum=0.0)
-        if group_share > 1.0:
-            raise group_mix.error('share', 'must be between 0 and 1')
-        size = group_mix.get('size', int, default=3, minimum=1)
-        template = _group_spec(group_mix, None)
-        group_mix.finish()
+    mixes = _group_mixes(top)
+    group_share = sum(share for share, _, _ in mixes)
+    if group_share > 1.0:
+        raise top.error('server_groups', 'the shares add up to %.3g, more '
+                        'than 1' % group_share)
+    # a group of mix i starts with probability p_i, so that share_i of the
+    # arrivals belong to mix i: p_i*size_i / D = share_i, D = sum(p*size)
+    # + 1 - sum(p) the arrivals per draw; with one mix p = share /
+    # (size*(1-share) + share), the formula of the single-mapping form
+    per_draw = 1.0 / (1.0 - group_share + sum(
+        share / size for share, size, _ in mixes)) if mixes else 0.0
+    starts = [share * per_draw / size for share, size, _ in mixes]
+    if len(mixes) == 1:
+        # the very expression of the single-mapping form, so that its
+        # files draw the same groups to the last bit
+        share, size, _ = mixes[0]
+        starts = [share / (size * (1.0 - share) + share)]
     lifetime = None
     departure_spec = top.mapping_of('departures')
     if departure_spec is not None:
@@ -664,15 +855,17 @@ def _generate(top, flavors, images, groups, rng):
     while len(arrivals) < count:
         flavor = rng.choices(flavors, flavor_weights)[0]
         image = rng.choices(image_names, image_weights)[0]
-        # a group of `size` starts with probability p, so that `share` of
-        # the arrivals belong to groups: p*size / (p*size + 1 - p) = share
-        if group_share and rng.random() < group_share / (
-                size * (1.0 - group_share) + group_share):
-            name = 'group-%d' % (len(groups) + 1)
-            groups[name] = dataclasses.replace(template, name=name)
-            members = min(size, count - len(arrivals))
-        else:
-            name, members = None, 1
+        name, members = None, 1
+        if group_share:
+            # one draw per arrival or group, as with the single mapping
+            draw = rng.random()
+            for start, (_, size, template) in zip(starts, mixes):
+                if draw < start:
+                    name = 'group-%d' % (len(groups) + 1)
+                    groups[name] = dataclasses.replace(template, name=name)
+                    members = min(size, count - len(arrivals))
+                    break
+                draw -= start
         for _ in range(members):
             arrivals.append(Arrival(len(arrivals), flavor, image, name))
     departures = {}

@@ -73,6 +73,29 @@ def rows(comparison):
         line('failure-domain violations',
              lambda r: '%d / %d' % (r.failure_domain_violations,
                                     r.spread_members)),
+    ]
+    # one block per spread-constraint set of the workload
+    names = [figures.name for figures in (results[0].spread_sets
+                                          if results else ())]
+    for position, set_name in enumerate(names):
+
+        def of(result, position=position):
+            return result.spread_sets[position]
+
+        body += [
+            line('%s: hard violations' % set_name,
+                 lambda r: '%d / %d' % (of(r).hard_violations,
+                                        of(r).members_placed)),
+            line('%s: groups fully placed' % set_name,
+                 lambda r: '%s of %d' % (pct(of(r).fully_placed_percent),
+                                         of(r).groups)),
+        ]
+        if results[0].spread_sets[position].domain_bound is not None:
+            body.append(line(
+                '%s: groups > domain bound (%d)' % (
+                    set_name, results[0].spread_sets[position].domain_bound),
+                lambda r: '%d' % of(r).groups_over_bound))
+    body += [
         line('ms per request (mean / p95)',
              lambda r: '%.1f / %.1f' % (r.schedule_ms_mean,
                                         r.schedule_ms_p95)),
@@ -105,6 +128,14 @@ def table(comparison, out=sys.stdout):
           '(of members placed with a spread level).' % (
               ' of the hosts not in maintenance'
               if comparison.bound_excludes_maintenance else ''), file=out)
+    if comparison.results and comparison.results[0].spread_sets:
+        print('per spread-constraint set: hard violations: members placed '
+              'against a hard constraint of their group, checked by the '
+              'simulator against the model\'s domains (not by the filter) / '
+              'members placed; groups fully placed: of the groups whose '
+              'members were all replayed; domain bound: the most members '
+              'the hard max constraints let one group have on the hosts '
+              'not in maintenance, resources aside.', file=out)
 
 
 def explanations(comparison, out=sys.stdout):
