@@ -303,11 +303,12 @@ def count_usage(context, project_id, flavor_ids):
     return count_instances(context, project_id, groups=[flavor_ids])[1][0]
 
 
-def _zero():
-    return {'instances': 0, 'cores': 0, 'ram': 0}
+def _zero(resources=RESOURCES):
+    return {resource: 0 for resource in resources}
 
 
-def count_instances(context, project_id, user_id=None, groups=()):
+def count_instances(context, project_id, user_id=None, groups=(),
+                    resources=RESOURCES):
     """Nova's instance counts and nova-ext's per-flavor ones, in one pass.
 
     Returns ``(totals, usages)``. ``totals`` is exactly what Nova's
@@ -317,13 +318,15 @@ def count_instances(context, project_id, user_id=None, groups=()):
     not soft-deleted, not the hidden copy of a cross-cell resize), in the
     cells Nova counts in. ``usages`` has one {resource: used} per entry of
     ``groups`` (each a collection of internal flavor ids, the flavors one
-    limit covers): the project's instances of those flavors as per-flavor
-    quotas count them, i.e. the same, except instances in ERROR that never
-    reached a host.
+    limit covers), for ``resources`` only: the project's instances of those
+    flavors as per-flavor quotas count them, i.e. the same, except
+    instances in ERROR that never reached a host.
 
     One statement per cell, Nova's own (same WHERE, same ``LIMIT 1``) with
     conditional sums added for the user and for each group, where Nova runs
-    one statement for the project and one more for the user.
+    one statement for the project and one more for the user. Each sum costs
+    the database work on every row of the project: only ``resources`` are
+    summed per group (those a limit caps).
     """
     from nova import context as nova_context
     from nova import objects
@@ -340,12 +343,12 @@ def count_instances(context, project_id, user_id=None, groups=()):
     counted = list(dict.fromkeys(group for group in groups if group))
     results = nova_context.scatter_gather_cells(
         context, cells, nova_context.CELL_TIMEOUT, _count_in_cell,
-        project_id, user_id, counted)
+        project_id, user_id, counted, resources)
 
     totals = {'project': _zero()}
     if user_id:
         totals['user'] = _zero()
-    usages = {group: _zero() for group in groups}
+    usages = {group: _zero(resources) for group in groups}
     for cell_uuid, row in results.items():
         if nova_context.is_cell_failure_sentinel(row):
             # As Nova's own counting does: a cell that does not answer
@@ -358,30 +361,35 @@ def count_instances(context, project_id, user_id=None, groups=()):
         if user_id:
             scopes.append(totals['user'])
         scopes.extend(usages[group] for group in counted)
-        for index, scope in enumerate(scopes):
-            for offset, resource in enumerate(RESOURCES):
-                scope[resource] += int(row[3 * index + offset] or 0)
+        values = iter(row)
+        for scope in scopes:
+            for resource in scope:
+                scope[resource] += int(next(values) or 0)
     return totals, [dict(usages[group]) for group in groups]
 
 
-def _sums(instance, condition, unless=None):
-    """Instances, vCPUs and RAM of the rows meeting ``condition`` and not
-    ``unless``.
+def _sums(instance, condition, resources=RESOURCES, unless=None):
+    """``resources`` (instances, vCPUs, RAM) of the rows meeting
+    ``condition`` and not ``unless``.
     """
+    values = {'instances': 1, 'cores': instance.vcpus,
+              'ram': instance.memory_mb}
     sums = []
-    for value in (1, instance.vcpus, instance.memory_mb):
-        # "unless" first, as its own WHEN: a NULL in it (vm_state is
-        # nullable) then falls through to ``condition`` instead of making
-        # the whole test NULL.
-        whens = [] if unless is None else [(unless, 0)]
-        whens.append((condition, value))
-        sums.append(sa.func.sum(sa.case(*whens, else_=0)))
+    for resource in resources:
+        value = values[resource]
+        if unless is not None:
+            # Tested only on the rows meeting ``condition`` (a few of the
+            # project's, usually), and its own CASE: a NULL in it (vm_state
+            # is nullable) then means "not unless", as in Python.
+            value = sa.case((unless, 0), else_=value)
+        sums.append(sa.func.sum(sa.case((condition, value), else_=0)))
     return sums
 
 
-def _count_in_cell(cctxt, project_id, user_id, groups):
+def _count_in_cell(cctxt, project_id, user_id, groups, resources):
     """One row of one cell: the project's instances, cores and RAM (Nova's
-    count), then the same for ``user_id`` if given, then for each group.
+    count), then the same for ``user_id`` if given, then ``resources`` for
+    each group.
     """
     from nova.compute import vm_states
     from nova.db.main import api as main_db
@@ -399,7 +407,7 @@ def _count_in_cell(cctxt, project_id, user_id, groups):
                    instance.host == sql.null())
     for group in groups:
         columns += _sums(instance, instance.instance_type_id.in_(group),
-                         unless=lost)
+                         resources, unless=lost)
     # The cell's own database: target_cell put it on the context.
     with main_db.get_context_manager(cctxt).reader.using(cctxt):
         # Nova's filters (nova.objects.instance.InstanceList.get_counts) and

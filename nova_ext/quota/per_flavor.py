@@ -62,6 +62,13 @@ def _groups(scopes):
     return [flavor_ids for _scope, _name, _limits, flavor_ids in scopes]
 
 
+def _limited(scopes):
+    """The resources a limit caps in ``scopes``: the only ones counted."""
+    return tuple(resource for resource in db.RESOURCES
+                 if any(limits.get(resource, -1) >= 0
+                        for _scope, _name, limits, _ids in scopes))
+
+
 class PerFlavorQuotaDriver(quota.DbQuotaDriver):
 
     def prepare_flavor_check(self, context, project_id, flavor):
@@ -81,13 +88,13 @@ class PerFlavorQuotaDriver(quota.DbQuotaDriver):
         """
         memo = plug_point.check_memo()
         prepared = memo.get(_SCOPES) if memo is not None else None
-        groups = []
+        groups, resources = [], ()
         if prepared is not None and prepared[0] == project_id:
-            groups = _groups(prepared[2])
+            groups, resources = _groups(prepared[2]), _limited(prepared[2])
         totals, usages = db.count_instances(context, project_id, user_id,
-                                            groups)
+                                            groups, resources)
         if groups:
-            memo[_COUNTED] = (project_id, groups, usages)
+            memo[_COUNTED] = (project_id, groups, resources, usages)
         return totals
 
     def _scopes(self, context, project_id, flavor):
@@ -128,7 +135,7 @@ class PerFlavorQuotaDriver(quota.DbQuotaDriver):
         return scopes
 
     @staticmethod
-    def _usages(context, project_id, groups):
+    def _usages(context, project_id, groups, resources):
         """Usage of each group of flavors: from Nova's count of this check
         when it ran with them (it does unless ``[quota]
         count_usage_from_placement``, or for a resize that grows neither
@@ -138,20 +145,22 @@ class PerFlavorQuotaDriver(quota.DbQuotaDriver):
             return []
         memo = plug_point.check_memo()
         counted = memo.get(_COUNTED) if memo is not None else None
-        if counted is None or counted[:2] != (project_id, groups):
-            counted = (project_id, groups,
+        if counted is None or counted[:3] != (project_id, groups, resources):
+            counted = (project_id, groups, resources,
                        db.count_instances(context, project_id,
-                                          groups=groups)[1])
+                                          groups=groups,
+                                          resources=resources)[1])
             if memo is not None:
                 memo[_COUNTED] = counted
-        return counted[2]
+        return counted[3]
 
     def _scoped_usage(self, context, project_id, flavor):
         """Yield (scope, name, limits, usage, flavor ids) for each limit on
         ``flavor``.
         """
         scopes = self._scopes(context, project_id, flavor)
-        usages = self._usages(context, project_id, _groups(scopes))
+        usages = self._usages(context, project_id, _groups(scopes),
+                              _limited(scopes))
         for (scope, name, limits, flavor_ids), usage in zip(scopes, usages):
             yield scope, name, limits, usage, flavor_ids
 

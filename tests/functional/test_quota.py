@@ -522,3 +522,9 @@ class CostTest(QuotaTestCase):
         both = {'instances': 3, 'cores': 8, 'ram': 4096}
         none = {'instances': 0, 'cores': 0, 'ram': 0}
         self.assertEqual([small, large, both, small, none], usages)
+        # Only the resources asked for (those a limit caps).
+        self.assertEqual(
+            [{'instances': 2}, {'instances': 3}],
+            quota_db.count_instances(
+                ctxt, self.project, groups=groups[:1] + groups[2:3],
+                resources=('instances',))[1])
