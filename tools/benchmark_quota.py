@@ -34,6 +34,8 @@ the options at their defaults (flavors of a class remembered 30 s, limits
 not cached), "unlimited flavor" for ``m1.small``, which no per-flavor limit
 covers, "cached limits" for gpu.small with ``[nova_ext]
 quota_limits_cache_seconds = 60``. Median of R calls after 3 warm-ups.
+"nova key" and "per_flavor key" are the index MariaDB's ``EXPLAIN`` picks
+for each check's statement reading ``instances`` (ALL: a full scan).
 """
 
 import argparse
@@ -51,15 +53,17 @@ PROJECT = 'bench-project'
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--sizes', type=lambda s: [int(x) for x in
-                                                   s.split(',')],
-                        default=list(SIZES))
+    parser.add_argument('--sizes', nargs='+', default=list(SIZES),
+                        type=lambda s: [int(x) for x in s.split(',')],
+                        help='instance counts: 1000 10000 100000 or '
+                        '1000,10000,100000')
     parser.add_argument('--repeat', type=int, default=30)
     parser.add_argument('--project-share', type=float, default=1.0,
                         help='share of the N instances in the project '
                         'checked (default 1: all); the others belong to '
                         '100 other projects')
     args = parser.parse_args(argv)
+    args.sizes = [size for sizes in args.sizes for size in sizes]
     warnings.simplefilter('ignore')
 
     import pymysql
@@ -132,12 +136,21 @@ def measure(args, names):
     conf.set_override('ram', -1, group='quota')
 
     statements = []
-    event.listen(Engine, 'before_cursor_execute',
-                 lambda *a, **k: statements.append(1))
+    # The last statement that read instances, and its parameters: EXPLAIN
+    # tells which index MariaDB picked for it.
+    counts = {}
+
+    def seen(conn, cursor, statement, parameters, *args):
+        statements.append(1)
+        if 'FROM instances' in statement:
+            counts['last'] = (statement, parameters)
+
+    event.listen(Engine, 'before_cursor_execute', seen)
     user_ctxt = nova_context.RequestContext('bench-user', PROJECT)
 
     def check(flavor):
         del statements[:]
+        counts.pop('last', None)
         start = time.perf_counter()
         # Looked up at each call: activation replaces it.
         compute_utils.check_num_instances_quota(user_ctxt, flavor, 1, 1)
@@ -148,6 +161,7 @@ def measure(args, names):
         alternating call by call.
         """
         runs = {'nova': ([], []), 'per_flavor': ([], [])}
+        plans.clear()
         for i in range(args.repeat + 3):
             # Either may find the pages the other just read in the buffer
             # pool: each goes first every other round.
@@ -158,12 +172,29 @@ def measure(args, names):
                 else:
                     quota.activate(conf)
                 elapsed, count = check(flavor)
+                plans[name] = counts.get('last')
                 if i >= 3:
                     runs[name][0].append(elapsed)
                     runs[name][1].append(count)
         quota.deactivate()
         return {name: (statistics.median(times), statistics.median(counts))
                 for name, (times, counts) in runs.items()}
+
+    def explained_key(name):
+        """The index EXPLAIN picks for the count of ``name``'s last check."""
+        if plans.get(name) is None:
+            return '-'
+        statement, parameters = plans[name]
+        connection = engine.raw_connection()
+        try:
+            cursor = connection.cursor()
+            cursor.execute('EXPLAIN ' + statement, parameters)
+            columns = [column[0] for column in cursor.description]
+            key = dict(zip(columns, cursor.fetchone()))['key']
+        finally:
+            connection.close()
+        # instances_project_id_idx -> project_id
+        return (key or 'ALL').replace('instances_', '').replace('_idx', '')
 
     def per_flavor_statements(flavor, **flags):
         for name, value in flags.items():
@@ -180,10 +211,12 @@ def measure(args, names):
     engine = main_db.get_engine()
     inserted = 0
     every = max(1, round(1 / args.project_share))
-    row = '%9s %9s %14s %6s %9s %15s %19s %20s %17s'
+    plans = {}
+    row = '%9s %9s %14s %6s %9s %15s %19s %20s %17s %18s %18s %5s'
     print(row % ('instances', 'nova ms', 'per_flavor ms', 'ratio',
                  'nova SQL', 'per_flavor SQL', 'default caches SQL',
-                 'unlimited flavor SQL', 'cached limits SQL'))
+                 'unlimited flavor SQL', 'cached limits SQL', 'nova key',
+                 'per_flavor key', 'load'))
     conf.set_override('quota_driver', 'per_flavor', group='nova_ext')
     # Once, as nova-api does at start (it records the activation).
     activation.activate_process(conf, binary='benchmark')
@@ -216,6 +249,7 @@ def measure(args, names):
         measured = interleaved(gpu)
         conf.clear_override('quota_limits_cache_seconds', group='nova_ext')
         conf.clear_override('quota_flavor_cache_seconds', group='nova_ext')
+        keys = (explained_key('nova'), explained_key('per_flavor'))
         nova_ms, nova_sql = measured['nova']
         ext_ms, ext_sql = measured['per_flavor']
         default_sql = per_flavor_statements(gpu)
@@ -224,7 +258,10 @@ def measure(args, names):
             gpu, quota_limits_cache_seconds=60)
         print(row % (size, '%.2f' % nova_ms, '%.2f' % ext_ms,
                      '%.2f' % (ext_ms / nova_ms), nova_sql, ext_sql,
-                     default_sql, unlimited_sql, cached_sql), flush=True)
+                     default_sql, unlimited_sql, cached_sql, *keys,
+                     # 1-minute load average: the machine may be shared.
+                     '%.1f' % os.getloadavg()[0]),
+              flush=True)
     return 0
 
 

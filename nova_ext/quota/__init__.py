@@ -16,16 +16,20 @@ flavor at the two places Nova checks instance quota:
 A driver may define ``check_flavor_instances(context, flavor, min_count,
 max_count, project_id, orig_num_req)`` (returns how many of max_count may be
 created, or raises ``nova.exception.TooManyInstances``) and
-``check_flavor_resize(context, project_id, current_flavor, new_flavor)``.
+``check_flavor_resize(context, project_id, current_flavor, new_flavor)``,
+and ``prepare_flavor_check(context, project_id, flavor)``, called before
+Nova's check with the flavor the request asks for (the new flavor of a
+resize).
 
 A driver may also define ``count_instances_cores_ram(context, project_id,
 user_id=None)``: it replaces Nova's own count of instances, cores and RAM in
 the cells (``nova.quota._instances_cores_ram_count_legacy``, what Nova's
 check runs unless ``[quota] count_usage_from_placement``) and must return
 what Nova's returns. Nova's check and the driver's flavor check run inside
-one :func:`check_memo` scope, so what the count learns on the way (the
-per_flavor driver: usage per flavor) serves the flavor check without a
-second pass over the same rows.
+one :func:`check_memo` scope, so what the driver prepares (the per_flavor
+driver: the limits on the flavor and the flavors they cover) tells the
+count what else to count, and what the count learns on the way (their
+usage) serves the flavor check without a second pass over the same rows.
 
 :func:`activate` runs in every process that opens a database through a URL
 with ``?plugin=nova_ext`` (see :mod:`nova_ext.activation`): nova-api and
@@ -158,11 +162,19 @@ def check_memo():
     return _memo.get()
 
 
+def _prepare(quota_driver, context, project_id, flavor):
+    prepare = getattr(quota_driver, 'prepare_flavor_check', None)
+    if prepare is not None:
+        prepare(context, project_id, flavor)
+
+
 def _with_flavor_check(nova_check, quota_driver):
     @functools.wraps(nova_check)
     def checked(context, flavor, min_count, max_count, project_id=None,
                 user_id=None, orig_num_req=None):
         with _one_check():
+            _prepare(quota_driver, context, project_id or context.project_id,
+                     flavor)
             allowed = nova_check(context, flavor, min_count, max_count,
                                  project_id=project_id, user_id=user_id,
                                  orig_num_req=orig_num_req)
@@ -177,6 +189,7 @@ def _with_resize_check(nova_check, quota_driver):
     def checked(context, instance, current_flavor, new_flavor, is_bfv,
                 is_revert):
         with _one_check():
+            _prepare(quota_driver, context, instance.project_id, new_flavor)
             nova_check(context, instance, current_flavor, new_flavor,
                        is_bfv, is_revert)
             # A revert moves the instance back into its old flavor's

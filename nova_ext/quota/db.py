@@ -300,111 +300,129 @@ def count_usage(context, project_id, flavor_ids):
     """Instances, cores and RAM of ``flavor_ids`` in ``project_id``: one
     statement per cell (:func:`count_instances`).
     """
-    return usage_of(count_instances(context, project_id)[1], flavor_ids)
+    return count_instances(context, project_id, groups=[flavor_ids])[1][0]
 
 
-def usage_of(by_flavor, flavor_ids):
-    """{resource: used} of ``flavor_ids``, from :func:`count_instances`'
-    per-flavor counts.
-    """
-    usage = {'instances': 0, 'cores': 0, 'ram': 0}
-    for flavor_id in set(flavor_ids):
-        for resource, used in by_flavor.get(flavor_id, {}).items():
-            usage[resource] += used
-    return usage
+def _zero(resources=RESOURCES):
+    return {resource: 0 for resource in resources}
 
 
-def count_instances(context, project_id, user_id=None):
+def count_instances(context, project_id, user_id=None, groups=(),
+                    resources=RESOURCES):
     """Nova's instance counts and nova-ext's per-flavor ones, in one pass.
 
-    Returns ``(totals, by_flavor)``. ``totals`` is exactly what Nova's
+    Returns ``(totals, usages)``. ``totals`` is exactly what Nova's
     ``nova.quota._instances_cores_ram_count_legacy`` returns:
     {'project': {'instances': N, 'cores': N, 'ram': MB}} and, with
     ``user_id``, the same under 'user'; counted as Nova counts (not deleted,
     not soft-deleted, not the hidden copy of a cross-cell resize), in the
-    cells Nova counts in. ``by_flavor`` is {internal flavor id: {resource:
-    used}} of the project's instances as per-flavor quotas count them: the
-    same, except instances in ERROR that never reached a host.
+    cells Nova counts in. ``usages`` has one {resource: used} per entry of
+    ``groups`` (each a collection of internal flavor ids, the flavors one
+    limit covers), for ``resources`` only: the project's instances of those
+    flavors as per-flavor quotas count them, i.e. the same, except
+    instances in ERROR that never reached a host.
 
-    One statement per cell (index instances_project_id_deleted_idx, as
-    Nova's own): the project's rows grouped by flavor, by "in ERROR without
-    a host" and, with ``user_id``, by "the user's", where Nova runs one
-    statement for the project and one more for the user.
+    One statement per cell, Nova's own (same WHERE, same ``LIMIT 1``) with
+    conditional sums added for the user and for each group, where Nova runs
+    one statement for the project and one more for the user. Each sum costs
+    the database work on every row of the project: only ``resources`` are
+    summed per group (those a limit caps).
     """
     from nova import context as nova_context
     from nova import objects
 
+    groups = [tuple(sorted(set(group))) for group in groups]
     # The cells Nova itself counts instances in.
     if CONF.api.instance_list_per_project_cells:
         cells = objects.CellMappingList.get_by_project_id(context, project_id)
     else:
         nova_context.load_cells()
         cells = nova_context.CELLS
+    # Each set of flavors once (a flavor limit and a class limit may cover
+    # the same); a class without flavors has nothing to count.
+    counted = list(dict.fromkeys(group for group in groups if group))
     results = nova_context.scatter_gather_cells(
         context, cells, nova_context.CELL_TIMEOUT, _count_in_cell,
-        project_id, user_id)
+        project_id, user_id, counted, resources)
 
-    totals = {'project': {'instances': 0, 'cores': 0, 'ram': 0}}
+    totals = {'project': _zero()}
     if user_id:
-        totals['user'] = {'instances': 0, 'cores': 0, 'ram': 0}
-    by_flavor = {}
-    for cell_uuid, rows in results.items():
-        if nova_context.is_cell_failure_sentinel(rows):
+        totals['user'] = _zero()
+    usages = {group: _zero(resources) for group in groups}
+    for cell_uuid, row in results.items():
+        if nova_context.is_cell_failure_sentinel(row):
             # As Nova's own counting does: a cell that does not answer
             # counts as empty rather than failing every create.
             LOG.warning('nova-ext: cell %s did not answer (%s); its '
                         'instances are not counted in quota usage',
-                        cell_uuid, rows)
+                        cell_uuid, row)
             continue
-        for flavor_id, lost, mine, instances, cores, ram in rows:
-            used = {'instances': int(instances or 0),
-                    'cores': int(cores or 0), 'ram': int(ram or 0)}
-            scopes = [totals['project']]
-            if user_id and mine:
-                scopes.append(totals['user'])
-            if not lost:
-                scopes.append(by_flavor.setdefault(
-                    flavor_id, {'instances': 0, 'cores': 0, 'ram': 0}))
-            for scope in scopes:
-                for resource, value in used.items():
-                    scope[resource] += value
-    return totals, by_flavor
+        scopes = [totals['project']]
+        if user_id:
+            scopes.append(totals['user'])
+        scopes.extend(usages[group] for group in counted)
+        values = iter(row)
+        for scope in scopes:
+            for resource in scope:
+                scope[resource] += int(next(values) or 0)
+    return totals, [dict(usages[group]) for group in groups]
 
 
-def _count_in_cell(cctxt, project_id, user_id):
-    """Rows (flavor id, lost, mine, instances, cores, RAM) of one cell."""
+def _sums(instance, condition, resources=RESOURCES, unless=None):
+    """``resources`` (instances, vCPUs, RAM) of the rows meeting
+    ``condition`` and not ``unless``.
+    """
+    values = {'instances': 1, 'cores': instance.vcpus,
+              'ram': instance.memory_mb}
+    sums = []
+    for resource in resources:
+        value = values[resource]
+        if unless is not None:
+            # Tested only on the rows meeting ``condition`` (a few of the
+            # project's, usually), and its own CASE: a NULL in it (vm_state
+            # is nullable) then means "not unless", as in Python.
+            value = sa.case((unless, 0), else_=value)
+        sums.append(sa.func.sum(sa.case((condition, value), else_=0)))
+    return sums
+
+
+def _count_in_cell(cctxt, project_id, user_id, groups, resources):
+    """One row of one cell: the project's instances, cores and RAM (Nova's
+    count), then the same for ``user_id`` if given, then ``resources`` for
+    each group.
+    """
     from nova.compute import vm_states
     from nova.db.main import api as main_db
     from nova.db.main import models as main_models
 
     instance = main_models.Instance
+    columns = [sa.func.count(instance.id), sa.func.sum(instance.vcpus),
+               sa.func.sum(instance.memory_mb)]
+    if user_id:
+        columns += _sums(instance, instance.user_id == user_id)
     # Never reached a host (e.g. lost the conductor's recheck): holds no
     # hardware. Counting them would let one burst of racing creates lock a
     # class for good. Nova counts them.
-    lost = sa.case((sa.and_(instance.vm_state == vm_states.ERROR,
-                            instance.host == sql.null()), 1), else_=0)
-    keys = [instance.instance_type_id, lost.label('lost')]
-    if user_id:
-        keys.append(sa.case((instance.user_id == user_id, 1),
-                            else_=0).label('mine'))
+    lost = sa.and_(instance.vm_state == vm_states.ERROR,
+                   instance.host == sql.null())
+    for group in groups:
+        columns += _sums(instance, instance.instance_type_id.in_(group),
+                         resources, unless=lost)
     # The cell's own database: target_cell put it on the context.
     with main_db.get_context_manager(cctxt).reader.using(cctxt):
-        rows = cctxt.session.query(
-            *keys, sa.func.count(instance.id), sa.func.sum(instance.vcpus),
-            sa.func.sum(instance.memory_mb),
-        ).filter(
-            # Nova's filters (nova.objects.instance.InstanceList.get_counts)
+        # Nova's filters (nova.objects.instance.InstanceList.get_counts) and
+        # its LIMIT 1 (its .first()): with the limit MariaDB reads the
+        # project's rows through instances_project_id_idx, without it (or
+        # with GROUP BY) it often scans the whole table. The same statement
+        # gets the same plan, whatever the cell's mix of projects.
+        return tuple(cctxt.session.query(*columns).filter(
             instance.deleted == 0,
             sa.or_(instance.vm_state != vm_states.SOFT_DELETED,
                    instance.vm_state == sql.null()),
             instance.project_id == project_id,
             sa.or_(instance.hidden == sql.false(),
                    instance.hidden == sql.null()),
-        ).group_by(*keys).all()
-    if user_id:
-        return [tuple(row) for row in rows]
-    return [(flavor_id, lost, 0, instances, cores, ram)
-            for flavor_id, lost, instances, cores, ram in rows]
+        ).first())
 
 
 VERSION_TABLE = 'nova_ext_alembic_version'

@@ -11,11 +11,13 @@ groups, metadata ...) is Nova's ``DbQuotaDriver`` unchanged.
 
 Usage is counted, not reserved: instances of the flavor, or of every flavor
 in the class, in the project, in each cell, as Nova counts its own quotas
-since Pike. The driver counts in place of Nova's own instance count (the
-same totals for Nova, the per-flavor breakdown kept for this check), so a
-limited create costs one statement more than Nova's check: the limits
-joined with the flavors they cover. Races between concurrent creates are
-settled by the recheck nova-conductor runs after creating the instances.
+since Pike. Before Nova's check the driver reads the limits on the flavor
+joined with the flavors they cover (one statement), then counts in place of
+Nova's own instance count: Nova's statement, with sums of the limited
+flavors added (the same totals for Nova, the usage of each limit kept for
+this check). So a limited create costs one statement more than Nova's
+check. Races between concurrent creates are settled by the recheck
+nova-conductor runs after creating the instances.
 """
 
 from oslo_log import log as logging
@@ -33,7 +35,10 @@ LOG = logging.getLogger(__name__)
 flavors_in_scope = cache.TTLLookup('quota_flavor_cache_seconds')
 # (project, flavor ID, class) -> the limits that apply.
 limits_for = cache.TTLLookup('quota_limits_cache_seconds')
-# Where the check memo keeps the count of Nova's check (plug_point).
+# Where the check memo keeps the limits on the checked flavor, read before
+# Nova's check, and what Nova's count counted of the flavors they cover
+# (plug_point.check_memo).
+_SCOPES = 'per_flavor:scopes'
 _COUNTED = 'per_flavor:counted'
 
 
@@ -53,36 +58,58 @@ def _need(flavor):
     return {'instances': 1, 'cores': flavor.vcpus, 'ram': flavor.memory_mb}
 
 
+def _groups(scopes):
+    return [flavor_ids for _scope, _name, _limits, flavor_ids in scopes]
+
+
+def _limited(scopes):
+    """The resources a limit caps in ``scopes``: the only ones counted."""
+    return tuple(resource for resource in db.RESOURCES
+                 if any(limits.get(resource, -1) >= 0
+                        for _scope, _name, limits, _ids in scopes))
+
+
 class PerFlavorQuotaDriver(quota.DbQuotaDriver):
+
+    def prepare_flavor_check(self, context, project_id, flavor):
+        """Before Nova's check (called by the plug point): the limits on
+        ``flavor`` and the flavors they cover, so that Nova's count (next)
+        counts those flavors in the same statement.
+        """
+        memo = plug_point.check_memo()
+        if memo is not None:
+            memo[_SCOPES] = (project_id, flavor.flavorid,
+                             self._read_scopes(context, project_id, flavor))
 
     def count_instances_cores_ram(self, context, project_id, user_id=None):
         """Nova's instance count (installed in its place by the plug point):
-        Nova gets its totals, the flavor check of the same quota check the
-        per-flavor usage counted in the same statement.
+        Nova gets its totals; the flavor check of the same quota check gets
+        the usage of each limited scope, counted in the same statement.
         """
-        totals, by_flavor = db.count_instances(context, project_id, user_id)
         memo = plug_point.check_memo()
-        if memo is not None:
-            memo[_COUNTED] = (project_id, by_flavor)
+        prepared = memo.get(_SCOPES) if memo is not None else None
+        groups, resources = [], ()
+        if prepared is not None and prepared[0] == project_id:
+            groups, resources = _groups(prepared[2]), _limited(prepared[2])
+        totals, usages = db.count_instances(context, project_id, user_id,
+                                            groups, resources)
+        if groups:
+            memo[_COUNTED] = (project_id, groups, resources, usages)
         return totals
 
-    @staticmethod
-    def _by_flavor(context, project_id):
-        """Per-flavor usage: from Nova's count of this check when it ran
-        (it does unless ``[quota] count_usage_from_placement``, or for a
-        resize that grows neither cores nor RAM), else counted now.
+    def _scopes(self, context, project_id, flavor):
+        """[(scope, name, limits, flavor ids)] of the limits on ``flavor``:
+        read by prepare_flavor_check for this check, else now.
         """
         memo = plug_point.check_memo()
-        counted = memo.get(_COUNTED) if memo is not None else None
-        if counted is None or counted[0] != project_id:
-            counted = (project_id,
-                       db.count_instances(context, project_id)[1])
-            if memo is not None:
-                memo[_COUNTED] = counted
-        return counted[1]
+        prepared = memo.get(_SCOPES) if memo is not None else None
+        if prepared is not None and prepared[:2] == (project_id,
+                                                     flavor.flavorid):
+            return prepared[2]
+        return self._read_scopes(context, project_id, flavor)
 
-    def _scoped_usage(self, context, project_id, flavor):
-        """Yield (scope, name, limits, usage) for each limit on ``flavor``."""
+    @staticmethod
+    def _read_scopes(context, project_id, flavor):
         members = {}
 
         def read_limits(key):
@@ -92,6 +119,7 @@ class PerFlavorQuotaDriver(quota.DbQuotaDriver):
 
         limits = limits_for.get(
             (project_id, flavor.flavorid, quota_class(flavor)), read_limits)
+        scopes = []
         for (scope, name), scope_limits in sorted(limits.items()):
             if all(limit < 0 for limit in scope_limits.values()):
                 continue
@@ -102,9 +130,39 @@ class PerFlavorQuotaDriver(quota.DbQuotaDriver):
                 flavor_ids = flavors_in_scope.get(
                     (scope, name),
                     lambda key: db.flavors_in_scope(context, *key))
-            usage = db.usage_of(self._by_flavor(context, project_id),
-                                flavor_ids)
-            yield scope, name, scope_limits, usage, flavor_ids
+            scopes.append((scope, name, scope_limits,
+                           tuple(sorted(set(flavor_ids)))))
+        return scopes
+
+    @staticmethod
+    def _usages(context, project_id, groups, resources):
+        """Usage of each group of flavors: from Nova's count of this check
+        when it ran with them (it does unless ``[quota]
+        count_usage_from_placement``, or for a resize that grows neither
+        cores nor RAM), else counted now.
+        """
+        if not groups:
+            return []
+        memo = plug_point.check_memo()
+        counted = memo.get(_COUNTED) if memo is not None else None
+        if counted is None or counted[:3] != (project_id, groups, resources):
+            counted = (project_id, groups, resources,
+                       db.count_instances(context, project_id,
+                                          groups=groups,
+                                          resources=resources)[1])
+            if memo is not None:
+                memo[_COUNTED] = counted
+        return counted[3]
+
+    def _scoped_usage(self, context, project_id, flavor):
+        """Yield (scope, name, limits, usage, flavor ids) for each limit on
+        ``flavor``.
+        """
+        scopes = self._scopes(context, project_id, flavor)
+        usages = self._usages(context, project_id, _groups(scopes),
+                              _limited(scopes))
+        for (scope, name, limits, flavor_ids), usage in zip(scopes, usages):
+            yield scope, name, limits, usage, flavor_ids
 
     def check_flavor_instances(self, context, flavor, min_count, max_count,
                                project_id, orig_num_req=None):

@@ -423,6 +423,17 @@ class CostTest(QuotaTestCase):
         # One read per cell (cell0 and cell1), Nova's and ours the same.
         self.assertEqual(2, len(self.reading_instances(nova)))
         self.assertEqual(2, len(self.reading_instances(per_flavor)))
+        # Nova's own statement (its WHERE, its LIMIT), only more sums
+        # selected: the database plans it as Nova's (with GROUP BY or
+        # without the LIMIT, MariaDB scans instances where Nova's reads
+        # the project index).
+
+        def where(statements):
+            return [statement.split('FROM instances', 1)[1]
+                    for statement in self.reading_instances(statements)]
+
+        self.assertEqual(where(nova), where(per_flavor))
+        self.assertIn('CASE WHEN', self.reading_instances(per_flavor)[0])
 
         # A refusal costs the same.
         self.quota('quota', 'set', '--project', self.project,
@@ -484,6 +495,8 @@ class CostTest(QuotaTestCase):
                     instance.destroy()
 
         ctxt = nova_context.RequestContext('fake', self.project)
+        groups = [(self.flavor.id,), (gpu_large.id,),
+                  (gpu_large.id, self.flavor.id), (self.flavor.id,), ()]
         for user in (None, 'fake', other_user):
             quota.deactivate()
             novas = nova_quota._instances_cores_ram_count_legacy(
@@ -492,13 +505,26 @@ class CostTest(QuotaTestCase):
             ours = nova_quota._instances_cores_ram_count_legacy(
                 ctxt, self.project, user_id=user)
             self.assertEqual(novas, ours)
+            # The same with the sums of limited flavors in the statement.
+            totals, usages = quota_db.count_instances(
+                ctxt, self.project, user_id=user, groups=groups)
+            self.assertEqual(novas, totals)
         self.assertEqual({'instances': 5, 'cores': 1 + 3 * 2 + 4,
                           'ram': 512 + 3 * 1024 + 2048},
                          novas['project'])
+        # (the last user counted)
+        self.assertEqual({'instances': 2, 'cores': 1 + 2,
+                          'ram': 512 + 1024}, novas['user'])
         # Per flavor, an instance in ERROR that never reached a host is
-        # not counted.
-        totals, by_flavor = quota_db.count_instances(ctxt, self.project)
-        self.assertEqual({'instances': 2, 'cores': 4, 'ram': 2048},
-                         by_flavor[self.flavor.id])
-        self.assertEqual({'instances': 1, 'cores': 4, 'ram': 2048},
-                         by_flavor[gpu_large.id])
+        # not counted; one without vm_state is.
+        small = {'instances': 2, 'cores': 4, 'ram': 2048}
+        large = {'instances': 1, 'cores': 4, 'ram': 2048}
+        both = {'instances': 3, 'cores': 8, 'ram': 4096}
+        none = {'instances': 0, 'cores': 0, 'ram': 0}
+        self.assertEqual([small, large, both, small, none], usages)
+        # Only the resources asked for (those a limit caps).
+        self.assertEqual(
+            [{'instances': 2}, {'instances': 3}],
+            quota_db.count_instances(
+                ctxt, self.project, groups=groups[:1] + groups[2:3],
+                resources=('instances',))[1])
