@@ -111,6 +111,8 @@ run_bench() {
         --sizes 10 --repeat 2 || failed=1
     bench_one 'x upstream' tools/benchmark_spread_lock.py \
         --requests 2 --threads 2 || failed=1
+    bench_one 'extra ms' tools/benchmark_spread_constraints.py \
+        --hosts 40 --requests 2 --rounds 1 || failed=1
     bench_one 'mean over seeds' tools/simulator_figures.py \
         --cluster tests/bench/cluster-tiny.yaml --seeds 1 \
         --configs nova-defaults nova-ext-bin-packing || failed=1
