@@ -42,6 +42,10 @@ class Query:
     # each: member of at least one of these aggregates
     member_of: ty.Tuple[ty.FrozenSet[str], ...] = ()
     not_member_of: ty.FrozenSet[str] = frozenset()
+    # at most this many candidates: [scheduler] max_placement_results,
+    # which Nova leaves out of a request naming a server group (or
+    # same_host, different_host)
+    limit: ty.Optional[int] = None
 
     def constraints(self):
         """Everything but the amounts: what :meth:`SimulatedCloud.eligible`
@@ -56,8 +60,11 @@ def parse_query(querystring):
     resources = collections.Counter()
     required, forbidden = set(), set()
     any_traits, member_of, not_member_of = [], [], set()
+    limit = None
     for key, value in urllib.parse.parse_qsl(querystring):
-        if key.startswith('resources'):
+        if key == 'limit':
+            limit = int(value)
+        elif key.startswith('resources'):
             for item in filter(None, value.split(',')):
                 resource_class, _, amount = item.partition(':')
                 resources[resource_class] += int(amount)
@@ -80,7 +87,7 @@ def parse_query(querystring):
                 member_of.append(frozenset(uuids.split(',')))
     return Query(dict(resources), frozenset(required), frozenset(forbidden),
                  tuple(any_traits), tuple(member_of),
-                 frozenset(not_member_of))
+                 frozenset(not_member_of), limit=limit)
 
 
 class SimulatedCloud(cache.Model):

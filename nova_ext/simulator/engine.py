@@ -703,11 +703,12 @@ class Simulation:
             return querystring, amounts, [], (
                 'placement: no host has %s (the model has only %s)' % (
                     ', '.join(missing), ', '.join(PLACEMENT_RESOURCES)))
-        # placement returns at most [scheduler] max_placement_results
-        # candidates (Nova's limit=), in provider order here (placement's
-        # without [placement] randomize_allocation_candidates): a cloud
-        # larger than the cap shows its filters only the first hosts
-        limit = host_manager_limit()
+        # placement returns at most the query's limit (Nova's [scheduler]
+        # max_placement_results, absent for a server group's request), in
+        # provider order here (placement's without [placement]
+        # randomize_allocation_candidates): a cloud larger than the cap
+        # shows its filters only the first hosts
+        limit = query.limit
         candidates = []
         for i in simulated_cloud.eligible(query):
             cap = capacity[i]
@@ -824,12 +825,6 @@ class Simulation:
         pct = [100.0 / t if t else 0.0 for t in total]
         return ({k: stranded[r] * pct[r] for r, k in enumerate(RESOURCES)},
                 {k: free[r] * pct[r] for r, k in enumerate(RESOURCES)})
-
-
-def host_manager_limit():
-    """``[scheduler] max_placement_results``, as Nova asks placement."""
-    import nova.conf
-    return nova.conf.CONF.scheduler.max_placement_results
 
 
 def compare(cluster, workload, configs, progress_factory=None,

@@ -353,6 +353,9 @@ class PlacementQueryTest(test.NoDBTestCase):
         self.assertEqual((frozenset({'a', 'b'}), frozenset({'e'})),
                          query.member_of)
         self.assertEqual({'c', 'd'}, query.not_member_of)
+        self.assertEqual(1000, query.limit)
+        # Nova's query for a server group's member carries no limit
+        self.assertIsNone(cloud.parse_query('resources=VCPU:1').limit)
 
 
 class ModelErrorTest(SimulatorTestCase):

@@ -312,8 +312,8 @@ class CheckerTest(test_simulator.SimulatorTestCase):
 
 
 class PlacementCapTest(test_simulator.SimulatorTestCase):
-    # Four one-host racks; a group of three, one per rack; placement
-    # returns at most two candidates, the first hosts.
+    # Four one-host racks; a group of three, one per rack; [scheduler]
+    # max_placement_results = 2.
     CLUSTER = test_simulator.TWO_HOSTS.replace('count: 2', 'count: 4')
     WORKLOAD = ROOM_WORKLOAD.replace('room:max=1', 'rack:max=1').replace(
         'count: 2', 'count: 3')
@@ -322,19 +322,18 @@ class PlacementCapTest(test_simulator.SimulatorTestCase):
         '[filter_scheduler]\nenabled_filters = ComputeFilter,'
         'ServerGroupAntiAffinityFilter,FailureDomainAntiAffinityFilter\n')
 
-    def test_full_racks_beyond_the_cap_need_the_pre_filter(self):
+    def test_a_group_s_request_is_not_capped(self):
+        """Nova asks placement without a limit for a request naming a
+        server group (resources_from_request_spec): the third member finds
+        h-003 although the cap is 2 and h-001, h-002 come first, with or
+        without the failure_domain pre-filter.
+        """
         filter_only, excluded = self.compare(
             self.CLUSTER, self.WORKLOAD, extra={
                 'filter-only': self.CONF + 'request_filters =\n',
                 'pre-filter': self.CONF + 'request_filters = '
                 'failure_domain\n'}).results
-        # the third member: placement offers h-001 and h-002, both racks
-        # hold a member, the filter removes them
-        self.assertEqual(['h-001', 'h-002', None], filter_only.placements)
-        # placement leaves the full racks out, so h-003 is offered
+        self.assertEqual(['h-001', 'h-002', 'h-003'], filter_only.placements)
         self.assertEqual(['h-001', 'h-002', 'h-003'], excluded.placements)
         self.assertEqual([0, 0], [r.spread_sets[0].hard_violations
                                   for r in (filter_only, excluded)])
-        self.assertEqual([0.0, 100.0],
-                         [r.spread_sets[0].fully_placed_percent
-                          for r in (filter_only, excluded)])
