@@ -222,3 +222,15 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.assertEqual(alone, composite.weigh_objects(weighed, request()))
         self.assertIn('FailsOnHost5 failed for instance',
                       self.stdlog.logger.output)
+
+    def test_a_part_with_all_weights_equal_reads_no_multiplier(self):
+        # no host runs the image: the image weigher says nothing, and its
+        # malformed multiplier on rack r0 is never read
+        self.hosts[0].aggregates[0].metadata[
+            'nova_ext:image_locality_weight_multiplier'] = 'lots'
+        composite = weights.NovaExtWeighers()
+        composite.parts = [image_locality.ImageLocalityWeigher()]
+        weighed = [type('W', (), {'obj': h})() for h in self.hosts]
+        self.assertEqual([0.0] * len(self.hosts),
+                         composite.weigh_objects(weighed, request()))
+        self.assertNotIn("Could not decode", self.stdlog.logger.output)
