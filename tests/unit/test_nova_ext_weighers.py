@@ -11,6 +11,7 @@ from nova.scheduler import weights as nova_scheduler_weights
 from nova import test
 from nova.tests.unit.scheduler import fakes
 
+from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import weights
 from nova_ext.scheduler.weights import bin_packing
 from nova_ext.scheduler.weights import failure_domain_spread
@@ -170,11 +171,12 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         parts = weights.NovaExtWeighers().parts
         columns = weights.multipliers_per_part(parts, self.hosts)
         for part, column in zip(parts, columns):
-            configured = getattr(weights.CONF.nova_ext,
-                                 part.multiplier_option)
+            option = part.multiplier_option
+            configured = getattr(weights.CONF.nova_ext, option)
             self.assertEqual(
                 [scheduler_utils.get_weight_multiplier(
-                    host_state, part.aggregate_key, configured)
+                    host_state, aggregate_keys.multiplier_key(option),
+                    configured)
                  for host_state in self.hosts], column)
         packing = columns[[type(part) for part in parts].index(
             bin_packing.BinPackingWeigher)]

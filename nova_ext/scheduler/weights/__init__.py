@@ -201,7 +201,7 @@ def multipliers_per_part(parts, host_states):
     """
     configured = [getattr(CONF.nova_ext, part.multiplier_option)
                   for part in parts]
-    keys = [part.aggregate_key for part in parts]
+    keys = [part._aggregate_key for part in parts]
     columns = [[multiplier] * len(host_states) for multiplier in configured]
     # {id(aggregate): whether it carries any of the parts' keys}
     overriding = {}
@@ -253,7 +253,7 @@ class PerRequestWeigher(weights.BaseHostWeigher):
 
     def __init__(self):
         super().__init__()
-        self.aggregate_key = aggregate_keys.multiplier_key(
+        self._aggregate_key = aggregate_keys.multiplier_key(
             self.multiplier_option)
         # Nova calls weight_multiplier() once per host right after
         # weigh_objects(), in the same thread: the configured multiplier is
@@ -267,7 +267,7 @@ class PerRequestWeigher(weights.BaseHostWeigher):
         if configured is None or overridden is None:
             configured = getattr(CONF.nova_ext, self.multiplier_option)
             overridden = {}
-        key = self.aggregate_key
+        key = self._aggregate_key
         for aggregate in host_state.aggregates:
             # the hosts of a rack share its aggregate object: its metadata
             # is read once per request
