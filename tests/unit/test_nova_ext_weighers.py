@@ -69,6 +69,12 @@ class FailsOnHost5(bin_packing.BinPackingWeigher):
         return super().weigh(host_state, state)
 
 
+class NoSuchMultiplier(bin_packing.BinPackingWeigher):
+    """A per-request weigher whose multiplier cannot be read."""
+
+    multiplier_option = 'no_such_weight_multiplier'
+
+
 class NovaExtWeighersTest(test.NoDBTestCase):
 
     def setUp(self):
@@ -236,3 +242,13 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.assertEqual([0.0] * len(self.hosts),
                          composite.weigh_objects(weighed, request()))
         self.assertNotIn("Could not decode", self.stdlog.logger.output)
+
+    def test_a_multiplier_that_cannot_be_read_costs_one_vote(self):
+        self.override_more_multipliers()
+        composite = weights.NovaExtWeighers()
+        weighed = [type('W', (), {'obj': h})() for h in self.hosts]
+        alone = composite.weigh_objects(weighed, request())
+        composite.parts.insert(1, NoSuchMultiplier())
+        self.assertEqual(alone, composite.weigh_objects(weighed, request()))
+        self.assertIn('NoSuchMultiplier failed for instance',
+                      self.stdlog.logger.output)

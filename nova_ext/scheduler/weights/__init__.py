@@ -166,9 +166,24 @@ class NovaExtWeighers(weights.BaseHostWeigher):
                 continue
             self._add(totals, part, host_states, normalised, multipliers)
         if voting:
-            parts = [part for part, _normalised in voting]
-            for (part, normalised), multipliers in zip(
-                    voting, multipliers_per_part(parts, host_states)):
+            try:
+                columns = multipliers_per_part(
+                    [part for part, _normalised in voting], host_states)
+            except Exception:
+                # part by part, so that whatever failed costs one vote
+                columns = [None] * len(voting)
+            for (part, normalised), multipliers in zip(voting, columns):
+                if multipliers is None:
+                    try:
+                        multipliers = [part.weight_multiplier(host_state)
+                                       for host_state in host_states]
+                    except Exception:
+                        LOG.exception("nova-ext: %s failed for instance %s; "
+                                      "it is left out of this request's "
+                                      "weighing", type(part).__name__,
+                                      getattr(spec_obj, 'instance_uuid',
+                                              None))
+                        continue
                 self._add(totals, part, host_states, normalised, multipliers)
         return totals
 
