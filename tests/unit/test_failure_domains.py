@@ -53,6 +53,27 @@ class HostDomainTest(test.NoDBTestCase):
                          failure_domains.host_domain(host('h1'), 'rack'))
 
 
+class DomainFinderTest(test.NoDBTestCase):
+    """A request's domain finder places every host as domain_of does."""
+
+    def test_same_domains_as_domain_of(self):
+        hosts = [host('h1', 'r1'), host('h2', 'r1', 'r1'), host('h3'),
+                 host('h4', 'r1', 'r2'), host('h5', 'r2'),
+                 host('h6'), host('h7', 'r3')]
+        for own_domain in (False, True):
+            spread = failure_domains.SpreadRequest(
+                'rack', 1, {}, own_domain, trait_domains={'h6': {'R6'}},
+                aggregate_domains={})
+            find_domain = spread.domain_finder()
+            self.assertEqual([spread.domain_of(h) for h in hosts],
+                             [find_domain(h) for h in hosts])
+        self.assertEqual(['r1', 'r1', 'host:h3', 'host:h4', 'r2', 'R6', 'r3'],
+                         [find_domain(h) for h in hosts])
+        # the conflict is logged by the whole reading, as domain_of logs it
+        self.assertIn('different %s (r1, r2)' % RACK,
+                      self.stdlog.logger.output)
+
+
 class TraitDomainTest(test.NoDBTestCase):
     """Compute-reported domains: CUSTOM_NOVA_EXT_FD_<LEVEL>_<DOMAIN>."""
 
@@ -84,7 +105,7 @@ class TraitDomainTest(test.NoDBTestCase):
         self.stub_out('nova_ext.scheduler.failure_domains._trait_domains',
                       lambda level: {'h1': {'R1'}, 'h2': {'R1'},
                                      'h3': {'R2'}})
-        spread = failure_domains.spread_request(
+        spread, = failure_domains.spread_requests(
             request({'nova_ext:spread_level': 'rack'},
                     group=group(hosts=['h1'])),
             [host('h2'), host('h3')])
@@ -95,12 +116,12 @@ class TraitDomainTest(test.NoDBTestCase):
 class SpreadRequestTest(test.NoDBTestCase):
 
     def test_no_level_no_spread(self):
-        self.assertIsNone(failure_domains.spread_request(
+        self.assertEqual([], failure_domains.spread_requests(
             request(group=group()), []))
 
     def test_hint_counts_members_per_domain(self):
         hosts = [host('h1', 'r1'), host('h2', 'r1'), host('h3', 'r2')]
-        spread = failure_domains.spread_request(
+        spread, = failure_domains.spread_requests(
             request({'nova_ext:spread_level': 'rack'},
                     group=group(hosts=['h1', 'h2'])), hosts)
         self.assertEqual(('rack', 1), spread[:2])
@@ -109,7 +130,7 @@ class SpreadRequestTest(test.NoDBTestCase):
     def test_instances_on_host_correct_deduplicated_group_hosts(self):
         members = [objects.Instance(uuid=u) for u in (uuids.a, uuids.b)]
         hosts = [host('h1', 'r1', instances=members)]
-        spread = failure_domains.spread_request(
+        spread, = failure_domains.spread_requests(
             request({'nova_ext:spread_level': 'rack'},
                     group=group(hosts=['h1'],
                                 members=[uuids.a, uuids.b, uuids.new])),
@@ -117,7 +138,7 @@ class SpreadRequestTest(test.NoDBTestCase):
         self.assertEqual({'r1': 2}, dict(spread.members_per_domain))
 
     def test_flavor_wins_over_hint(self):
-        spread = failure_domains.spread_request(
+        spread, = failure_domains.spread_requests(
             request({'nova_ext:spread_level': 'row',
                      'nova_ext:spread_max_per_domain': '5'},
                     {'nova_ext:spread_level': 'rack',
@@ -128,7 +149,7 @@ class SpreadRequestTest(test.NoDBTestCase):
     def test_unknown_level_is_named(self):
         error = self.assertRaises(
             failure_domains.InvalidSpreadRequest,
-            failure_domains.spread_request,
+            failure_domains.spread_requests,
             request({'nova_ext:spread_level': 'pod'}, group=group()), [])
         self.assertIn("scheduler hint nova_ext:spread_level='pod'",
                       str(error))
@@ -138,7 +159,7 @@ class SpreadRequestTest(test.NoDBTestCase):
         for bad in ('0', '-1', 'x'):
             error = self.assertRaises(
                 failure_domains.InvalidSpreadRequest,
-                failure_domains.spread_request,
+                failure_domains.spread_requests,
                 request({'nova_ext:spread_level': 'rack',
                          'nova_ext:spread_max_per_domain': bad},
                         group=group()), [])
@@ -147,18 +168,18 @@ class SpreadRequestTest(test.NoDBTestCase):
     def test_affinity_group_conflicts(self):
         self.assertRaises(
             failure_domains.InvalidSpreadRequest,
-            failure_domains.spread_request,
+            failure_domains.spread_requests,
             request({'nova_ext:spread_level': 'rack'},
                     group=group('affinity')), [])
 
     def test_flavor_without_group_does_not_spread(self):
-        self.assertIsNone(failure_domains.spread_request(
+        self.assertEqual([], failure_domains.spread_requests(
             request(extra_specs={'nova_ext:spread_level': 'rack'}), []))
 
     def test_default_level_applies_to_anti_affinity_groups_only(self):
-        self.assertIsNone(failure_domains.spread_request(
+        self.assertEqual([], failure_domains.spread_requests(
             request(group=group('affinity')), [], default_level='rack'))
-        spread = failure_domains.spread_request(
+        spread, = failure_domains.spread_requests(
             request(group=group('soft-anti-affinity')), [],
             default_level='rack')
         self.assertEqual('rack', spread.level)
@@ -174,34 +195,34 @@ class OneAnswerPerRequestTest(test.NoDBTestCase):
                             group=group(hosts=['h1'], members=[uuids.m1]))
 
     def test_the_weigher_gets_the_filters_answer(self):
-        first = failure_domains.spread_request(self.spec, self.hosts)
-        self.assertIs(first, failure_domains.spread_request(
+        first = failure_domains.spread_requests(self.spec, self.hosts)
+        self.assertIs(first, failure_domains.spread_requests(
             self.spec, self.hosts[1:]))
 
     def test_more_hosts_than_counted_with_is_a_new_answer(self):
-        first = failure_domains.spread_request(self.spec, self.hosts[:2])
-        self.assertIsNot(first, failure_domains.spread_request(
+        first = failure_domains.spread_requests(self.spec, self.hosts[:2])
+        self.assertIsNot(first, failure_domains.spread_requests(
             self.spec, self.hosts))
 
     def test_a_member_placed_by_this_multi_create_is_counted(self):
-        before = failure_domains.spread_request(self.spec, self.hosts)
+        before, = failure_domains.spread_requests(self.spec, self.hosts)
         self.spec.instance_group.hosts.append('h3')
         self.spec.instance_uuid = uuids.second
-        after = failure_domains.spread_request(self.spec, self.hosts)
+        after, = failure_domains.spread_requests(self.spec, self.hosts)
         self.assertEqual({'r1': 1}, dict(before.members_per_domain))
         self.assertEqual({'r1': 1, 'r2': 1}, dict(after.members_per_domain))
 
     def test_another_request_with_the_same_ids_is_a_new_answer(self):
-        failure_domains.spread_request(self.spec, self.hosts)
+        failure_domains.spread_requests(self.spec, self.hosts)
         other = request({'nova_ext:spread_level': 'rack',
                          'nova_ext:spread_max_per_domain': '2'},
                         group=group(hosts=['h1'], members=[uuids.m1]))
-        self.assertEqual(2, failure_domains.spread_request(
-            other, self.hosts).max_per_domain)
+        self.assertEqual(2, failure_domains.spread_requests(
+            other, self.hosts)[0].max_per_domain)
 
     def test_another_configuration_is_a_new_answer(self):
-        self.assertEqual(1, failure_domains.spread_request(
-            self.spec, self.hosts).max_per_domain)
+        self.assertEqual(1, failure_domains.spread_requests(
+            self.spec, self.hosts)[0].max_per_domain)
         self.flags(default_max_per_domain=3, group='nova_ext')
-        self.assertEqual(3, failure_domains.spread_request(
-            self.spec, self.hosts).max_per_domain)
+        self.assertEqual(3, failure_domains.spread_requests(
+            self.spec, self.hosts)[0].max_per_domain)

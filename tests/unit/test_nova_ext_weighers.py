@@ -6,16 +6,20 @@ ranking hosts exactly as the weighers would one by one.
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova import objects
+from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights as nova_scheduler_weights
 from nova import test
 from nova.tests.unit.scheduler import fakes
 
+from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import weights
 from nova_ext.scheduler.weights import bin_packing
 from nova_ext.scheduler.weights import failure_domain_spread
 from nova_ext.scheduler.weights import image_locality
 
 RACK_KEY = 'nova_ext:failure_domain:rack'
+PACKING_KEY = 'nova_ext:bin_packing_weight_multiplier'
+SPREAD_KEY = 'nova_ext:failure_domain_spread_weight_multiplier'
 
 
 def aggregate(agg_id, metadata):
@@ -36,9 +40,9 @@ def host(index, aggregates):
         'instances': {}})
 
 
-def request():
+def request(policy='anti-affinity'):
     group = objects.InstanceGroup(
-        uuid=uuids.group, policy='anti-affinity', members=[uuids.member],
+        uuid=uuids.group, policy=policy, members=[uuids.member],
         hosts=['host0'])
     return objects.RequestSpec(
         flavor=objects.Flavor(vcpus=2, memory_mb=2048, root_gb=10,
@@ -52,6 +56,23 @@ class Exploding(nova_scheduler_weights.BaseHostWeigher):
 
     def _weigh_object(self, host_state, spec_obj):
         raise RuntimeError('boom')
+
+
+class FailsOnHost5(bin_packing.BinPackingWeigher):
+    """A per-request weigher that breaks half-way through the hosts."""
+
+    multiplier_option = 'image_locality_weight_multiplier'
+
+    def weigh(self, host_state, state):
+        if host_state.host == 'host5':
+            raise RuntimeError('boom')
+        return super().weigh(host_state, state)
+
+
+class NoSuchMultiplier(bin_packing.BinPackingWeigher):
+    """A per-request weigher whose multiplier cannot be read."""
+
+    multiplier_option = 'no_such_weight_multiplier'
 
 
 class NovaExtWeighersTest(test.NoDBTestCase):
@@ -69,10 +90,35 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.flags(failure_domain_spread_weight_multiplier=3.0,
                    image_locality_weight_multiplier=0.5, group='nova_ext')
 
-    def ranking(self, weighers):
+    def ranking(self, weighers, spec_obj=None):
         weighed = self.handler.get_weighed_objects(
-            [cls() for cls in weighers], self.hosts, request())
+            [cls() for cls in weighers], self.hosts, spec_obj or request())
         return [(w.obj.host, w.weight) for w in weighed]
+
+    def assertSameAsOneByOne(self, spec_obj=None):
+        one_by_one = self.ranking([bin_packing.BinPackingWeigher,
+                                   failure_domain_spread
+                                   .FailureDomainSpreadWeigher,
+                                   image_locality.ImageLocalityWeigher],
+                                  spec_obj)
+        together = self.ranking([weights.NovaExtWeighers], spec_obj)
+        self.assertEqual([h for h, _ in one_by_one],
+                         [h for h, _ in together])
+        for (_, expected), (_, got) in zip(one_by_one, together):
+            self.assertAlmostEqual(expected, got, places=12)
+        return together
+
+    def override_more_multipliers(self):
+        """Rack r1 packs at 0.5; hosts 0 and 4 are in a second aggregate
+        too: host 0's halves the spread multiplier, host 4's asks a larger
+        packing multiplier than rack r1 (Nova takes the least) and a
+        malformed spread one (Nova keeps the configured one).
+        """
+        self.hosts[0].aggregates = self.hosts[0].aggregates + [
+            aggregate(4, {SPREAD_KEY: '1.5'})]
+        self.hosts[4].aggregates = self.hosts[4].aggregates + [
+            aggregate(5, {PACKING_KEY: '5', SPREAD_KEY: 'many'})]
+        self.hosts[4].aggregates[0].metadata[PACKING_KEY] = '0.5'
 
     def test_all_weighers_is_one_slot_holding_every_plugin(self):
         self.assertEqual([weights.NovaExtWeighers], weights.all_weighers())
@@ -83,15 +129,7 @@ class NovaExtWeighersTest(test.NoDBTestCase):
                    for part in weights.NovaExtWeighers().parts))
 
     def test_same_ranking_and_weights_as_one_by_one(self):
-        one_by_one = self.ranking([bin_packing.BinPackingWeigher,
-                                   failure_domain_spread
-                                   .FailureDomainSpreadWeigher,
-                                   image_locality.ImageLocalityWeigher])
-        together = self.ranking([weights.NovaExtWeighers])
-        self.assertEqual([h for h, _ in one_by_one],
-                         [h for h, _ in together])
-        for (_, expected), (_, got) in zip(one_by_one, together):
-            self.assertAlmostEqual(expected, got, places=12)
+        together = self.assertSameAsOneByOne()
         # the weighers did decide something: the spread weigher sends the
         # request away from rack r0, which holds the group's member
         self.assertNotIn(together[0][0], ('host0', 'host3', 'host6',
@@ -128,3 +166,89 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.assertEqual(alone, with_failure)
         self.assertIn('Exploding failed for instance', self.stdlog.logger
                       .output)
+
+    def test_same_as_one_by_one_with_several_overriding_aggregates(self):
+        self.override_more_multipliers()
+        self.assertSameAsOneByOne()
+
+    def test_multipliers_read_together_are_novas(self):
+        self.override_more_multipliers()
+        self.flags(bin_packing_weight_multiplier=1.5, group='nova_ext')
+        parts = weights.NovaExtWeighers().parts
+        columns = weights.multipliers_per_part(parts, self.hosts)
+        for part, column in zip(parts, columns):
+            option = part.multiplier_option
+            configured = getattr(weights.CONF.nova_ext, option)
+            self.assertEqual(
+                [scheduler_utils.get_weight_multiplier(
+                    host_state, aggregate_keys.multiplier_key(option),
+                    configured)
+                 for host_state in self.hosts], column)
+        packing = columns[[type(part) for part in parts].index(
+            bin_packing.BinPackingWeigher)]
+        # racks r1 and r2 override (host 4 takes the least of 0.5 and 5),
+        # the hosts of rack r0 keep the configured multiplier
+        self.assertEqual([2.0 if i % 3 == 2 else 0.5 if i % 3 == 1 else 1.5
+                          for i in range(len(self.hosts))], packing)
+
+    def test_parts_standing_aside_leave_the_others_score(self):
+        # a soft-anti-affinity group: the packing and image weighers
+        # stand aside for Nova's group weigher, the spread weigher
+        # serves it
+        self.override_more_multipliers()
+        spec_obj = request('soft-anti-affinity')
+        self.assertSameAsOneByOne(spec_obj)
+        spread = failure_domain_spread.FailureDomainSpreadWeigher()
+        weighed = [type('W', (), {'obj': h})() for h in self.hosts]
+        _raw, normalised, multipliers = weights.scores(spread, weighed,
+                                                       spec_obj)
+        self.assertTrue(any(normalised))
+        self.assertEqual(
+            [m * w for m, w in zip(multipliers, normalised)],
+            weights.NovaExtWeighers().weigh_objects(weighed, spec_obj))
+
+    def test_parts_standing_aside_read_no_multiplier(self):
+        # a soft-affinity group: every nova-ext weigher stands aside (the
+        # spread hint conflicts with the policy), so the malformed
+        # multiplier of host 4's aggregate is never read
+        self.override_more_multipliers()
+        weighed = [type('W', (), {'obj': h})() for h in self.hosts]
+        self.assertEqual(
+            [0.0] * len(self.hosts),
+            weights.NovaExtWeighers().weigh_objects(
+                weighed, request('soft-affinity')))
+        self.assertNotIn("Could not decode", self.stdlog.logger.output)
+        weights.NovaExtWeighers().weigh_objects(weighed, request())
+        self.assertIn("Could not decode", self.stdlog.logger.output)
+
+    def test_a_failing_per_request_weigher_loses_its_vote_only(self):
+        self.override_more_multipliers()
+        composite = weights.NovaExtWeighers()
+        weighed = [type('W', (), {'obj': h})() for h in self.hosts]
+        alone = composite.weigh_objects(weighed, request())
+        composite.parts.insert(0, FailsOnHost5())
+        self.assertEqual(alone, composite.weigh_objects(weighed, request()))
+        self.assertIn('FailsOnHost5 failed for instance',
+                      self.stdlog.logger.output)
+
+    def test_a_part_with_all_weights_equal_reads_no_multiplier(self):
+        # no host runs the image: the image weigher says nothing, and its
+        # malformed multiplier on rack r0 is never read
+        self.hosts[0].aggregates[0].metadata[
+            'nova_ext:image_locality_weight_multiplier'] = 'lots'
+        composite = weights.NovaExtWeighers()
+        composite.parts = [image_locality.ImageLocalityWeigher()]
+        weighed = [type('W', (), {'obj': h})() for h in self.hosts]
+        self.assertEqual([0.0] * len(self.hosts),
+                         composite.weigh_objects(weighed, request()))
+        self.assertNotIn("Could not decode", self.stdlog.logger.output)
+
+    def test_a_multiplier_that_cannot_be_read_costs_one_vote(self):
+        self.override_more_multipliers()
+        composite = weights.NovaExtWeighers()
+        weighed = [type('W', (), {'obj': h})() for h in self.hosts]
+        alone = composite.weigh_objects(weighed, request())
+        composite.parts.insert(1, NoSuchMultiplier())
+        self.assertEqual(alone, composite.weigh_objects(weighed, request()))
+        self.assertIn('NoSuchMultiplier failed for instance',
+                      self.stdlog.logger.output)

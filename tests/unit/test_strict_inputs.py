@@ -27,7 +27,7 @@ class StrictHintTest(test.NoDBTestCase):
                     '10000000', '9' * 400, '0', '-1'):
             error = self.assertRaises(
                 failure_domains.InvalidSpreadRequest,
-                failure_domains.spread_request,
+                failure_domains.spread_requests,
                 request({'nova_ext:spread_level': 'rack',
                          'nova_ext:spread_max_per_domain': bad},
                         group=group()), [])
@@ -36,7 +36,7 @@ class StrictHintTest(test.NoDBTestCase):
             self.assertIn('plain decimal digits', str(error))
 
     def test_plain_numbers_are_read(self):
-        spread = failure_domains.spread_request(
+        spread, = failure_domains.spread_requests(
             request({'nova_ext:spread_level': 'rack',
                      'nova_ext:spread_max_per_domain': '12'},
                     group=group()), [])
@@ -57,7 +57,7 @@ class AggregateNearMissTest(test.NoDBTestCase):
         state.aggregates = [self.aggregate(metadata)]
         # as the filter and weigher read it: the request first, then the
         # host's domain
-        failure_domains.spread_request(
+        failure_domains.spread_requests(
             request({'nova_ext:spread_level': 'rack'}, group=group()),
             [state])
         return failure_domains.host_domain(state, 'rack', own_domain=False)
@@ -68,7 +68,7 @@ class AggregateNearMissTest(test.NoDBTestCase):
         for state in states:
             state.aggregates = [shared]
         with mock.patch.object(aggregate_keys, 'warn_near_misses') as warn:
-            failure_domains.spread_request(
+            failure_domains.spread_requests(
                 request({'nova_ext:spread_level': 'rack'}, group=group()),
                 states)
         warn.assert_called_once_with(shared, aggregate_keys.keys_read(
@@ -84,10 +84,10 @@ class AggregateNearMissTest(test.NoDBTestCase):
         state.aggregates = [objects.Aggregate(
             id=8, name='rack-r2', metadata={RACK + ' ': 'r2'})]
         spread = request({'nova_ext:spread_level': 'rack'}, group=group())
-        failure_domains.spread_request(spread, [state])
+        failure_domains.spread_requests(spread, [state])
         self.assertNotIn('rack-r2', self.stdlog.logger.output)
         clock.return_value = 1010.0
-        failure_domains.spread_request(
+        failure_domains.spread_requests(
             request({'nova_ext:spread_level': 'rack'}, group=group()),
             [state])
         self.assertIn("aggregate rack-r2: key %r is not %r" % (

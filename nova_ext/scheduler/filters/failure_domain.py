@@ -24,6 +24,7 @@ hint or extra spec; the scheduler keeps serving.
 """
 
 import collections
+import functools
 
 from oslo_log import log as logging
 
@@ -55,15 +56,27 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
                 for request in requests if request.hard]
         if not hard:
             return hosts
-        passed = []
+        # per constraint: where a host is, and whether its domain has room
+        # (the same for every host of the domain, decided once)
+        checks = [(request.domain_finder(),
+                   failure_domains.PerDomain(functools.partial(
+                       self._has_room, request, minimum)))
+                  for request, minimum in hard]
+        # constraint by constraint, each over the hosts the earlier ones
+        # kept: a refused host is refused by the first constraint it breaks
+        passed = hosts
         refused = collections.defaultdict(list)
-        for host_state in hosts:
-            for index, (request, minimum) in enumerate(hard):
-                if not self._domain_has_room(host_state, request, minimum):
+        for index, (find_domain, has_room) in enumerate(checks):
+            kept = []
+            for host_state in passed:
+                if has_room[find_domain(host_state)]:
+                    kept.append(host_state)
+                else:
+                    request, minimum = hard[index]
+                    # says why, in the log
+                    self._domain_has_room(host_state, request, minimum)
                     refused[index].append(host_state)
-                    break
-            else:
-                passed.append(host_state)
+            passed = kept
         if hosts and not passed:
             reason = self.why_no_host(refused, hard)
             LOG.info("FailureDomainAntiAffinityFilter: no host left for "
@@ -155,6 +168,11 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
                 'filled eligible %s holds %d (%s)' % (
                     request.level, domain, members, request.level, minimum,
                     request.constraint))
+
+    @staticmethod
+    def _has_room(request, minimum, domain):
+        return domain is not failure_domains.NO_DOMAIN and request.allows(
+            domain, minimum)
 
     @classmethod
     def _domain_has_room(cls, host_state, request, minimum):

@@ -73,15 +73,22 @@ def scores(weigher, weighed_obj_list, spec_obj):
     object's score is multiplier x normalised weight.
     """
     raw, normalised = _normalised(weigher, weighed_obj_list, spec_obj)
-    multipliers = [weigher.weight_multiplier(obj.obj)
-                   for obj in weighed_obj_list]
-    return raw, normalised, multipliers
+    return raw, normalised, _multipliers(weigher, weighed_obj_list)
 
 
 def _normalised(weigher, weighed_obj_list, spec_obj):
     raw = weigher.weigh_objects(weighed_obj_list, spec_obj)
     return raw, list(nova_weights.normalize(
         raw, minval=weigher.minval, maxval=weigher.maxval))
+
+
+def _multipliers(weigher, weighed_obj_list):
+    return [weigher.weight_multiplier(obj.obj) for obj in weighed_obj_list]
+
+
+def _add_scores(totals, normalised, multipliers):
+    for i, (weight, multiplier) in enumerate(zip(normalised, multipliers)):
+        totals[i] += multiplier * weight
 
 
 def expand(weighers):
@@ -109,6 +116,13 @@ class NovaExtWeighers(weights.BaseHostWeigher):
     the multiplier is 1. The ranking is the one the weighers would give one
     by one.
 
+    The price per host is nova-ext's own, so it is paid as little as
+    possible: a weigher standing aside (a soft group policy it leaves to
+    Nova, all its weights equal) costs no multiplier, and the multipliers of
+    the :class:`PerRequestWeigher` parts are read together
+    (:func:`multipliers_per_part`), one look at a host's aggregates for all
+    of them instead of one per weigher.
+
     A weigher that raises is logged and left out of that request, so a
     broken third-party weigher costs its own vote, not the scheduler.
     """
@@ -124,38 +138,106 @@ class NovaExtWeighers(weights.BaseHostWeigher):
         return 1.0
 
     def weigh_objects(self, weighed_obj_list, spec_obj):
-        totals = [0.0] * len(weighed_obj_list)
-        debug = LOG.isEnabledFor(logging.DEBUG)
+        host_states = [weighed.obj for weighed in weighed_obj_list]
+        totals = [0.0] * len(host_states)
+        # (part, normalised weights) of the per-request parts that have
+        # something to say: their multipliers are read together, below
+        voting = []
         for part in self.parts:
             try:
+                if isinstance(part, PerRequestWeigher):
+                    normalised = part.normalised_weights(spec_obj,
+                                                         host_states)
+                    if normalised is not None:
+                        voting.append((part, normalised))
+                    continue
                 _raw, normalised = _normalised(part, weighed_obj_list,
                                                spec_obj)
                 if not any(normalised):
                     # standing aside (a request it has nothing to say
                     # about): no score to add, whatever the multipliers
                     continue
-                multipliers = [part.weight_multiplier(obj.obj)
-                               for obj in weighed_obj_list]
+                multipliers = _multipliers(part, weighed_obj_list)
             except Exception:
                 LOG.exception("nova-ext: %s failed for instance %s; it is "
                               "left out of this request's weighing",
                               type(part).__name__,
                               getattr(spec_obj, 'instance_uuid', None))
                 continue
-            for i, (weight, multiplier) in enumerate(
-                    zip(normalised, multipliers)):
-                totals[i] += multiplier * weight
-            if debug:
-                LOG.debug("%s: score (multiplier * weight) %s",
-                          type(part).__name__,
-                          {(obj.obj.host, obj.obj.nodename): '%s * %s' % (
-                              multiplier, weight) for obj, weight, multiplier
-                           in zip(weighed_obj_list, normalised, multipliers)})
+            self._add(totals, part, host_states, normalised, multipliers)
+        if voting:
+            try:
+                columns = multipliers_per_part(
+                    [part for part, _normalised in voting], host_states)
+            except Exception:
+                # part by part, so that whatever failed costs one vote
+                columns = [None] * len(voting)
+            for (part, normalised), multipliers in zip(voting, columns):
+                if multipliers is None:
+                    try:
+                        multipliers = [part.weight_multiplier(host_state)
+                                       for host_state in host_states]
+                    except Exception:
+                        LOG.exception("nova-ext: %s failed for instance %s; "
+                                      "it is left out of this request's "
+                                      "weighing", type(part).__name__,
+                                      getattr(spec_obj, 'instance_uuid',
+                                              None))
+                        continue
+                self._add(totals, part, host_states, normalised, multipliers)
         return totals
+
+    @staticmethod
+    def _add(totals, part, host_states, normalised, multipliers):
+        _add_scores(totals, normalised, multipliers)
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug("%s: score (multiplier * weight) %s",
+                      type(part).__name__,
+                      {(host_state.host, host_state.nodename): '%s * %s' % (
+                          multiplier, weight) for host_state, weight,
+                       multiplier in zip(host_states, normalised,
+                                         multipliers)})
 
     def _weigh_object(self, host_state, spec_obj):
         return self.weigh_objects(
             [nova_weights.WeighedObject(host_state, 0.0)], spec_obj)[0]
+
+
+def multipliers_per_part(parts, host_states):
+    """[multiplier of each host, in the order of ``host_states``] for each
+    of ``parts`` (PerRequestWeighers), what their ``weight_multiplier``
+    would say host by host.
+
+    Most hosts are in no aggregate overriding a nova-ext multiplier: they
+    get every part's configured multiplier, found with one look at each of
+    their aggregates for all the parts together. Each aggregate object is
+    read once per request (the hosts of a rack share it); a host in an
+    overriding aggregate gets Nova's answer, part by part.
+    """
+    configured = [getattr(CONF.nova_ext, part.multiplier_option)
+                  for part in parts]
+    keys = [part._aggregate_key for part in parts]
+    columns = [[multiplier] * len(host_states) for multiplier in configured]
+    # {id(aggregate): whether it carries any of the parts' keys}
+    overriding = {}
+    for index, host_state in enumerate(host_states):
+        for aggregate in host_state.aggregates:
+            try:
+                overrides = overriding[id(aggregate)]
+            except KeyError:
+                metadata = aggregate.metadata
+                overrides = overriding[id(aggregate)] = any(
+                    key in metadata for key in keys)
+            if overrides:
+                for column, key, multiplier in zip(columns, keys,
+                                                   configured):
+                    # Nova's reading: the least of the host's aggregates'
+                    # values, the configured one where none carries the key
+                    # or a value is not a number
+                    column[index] = scheduler_utils.get_weight_multiplier(
+                        host_state, key, multiplier)
+                break
+    return columns
 
 
 class PerRequestWeigher(weights.BaseHostWeigher):
@@ -220,23 +302,44 @@ class PerRequestWeigher(weights.BaseHostWeigher):
     def weigh(self, host_state, state):
         raise NotImplementedError()
 
+    def raw_weights(self, spec_obj, host_states):
+        """The weight of each of ``host_states``, or None when the weigher
+        stands aside for this request: a soft group policy it leaves to
+        Nova's weighers, or a failure (logged).
+        """
+        if yields_to_group_policy(spec_obj, self.group_policies_served):
+            return None
+        try:
+            state = self.prepare(spec_obj, host_states)
+            weigh = self.weigh
+            return [weigh(host_state, state) for host_state in host_states]
+        except Exception:
+            LOG.exception("nova-ext: %s failed for instance %s; every host "
+                          "gets the same weight from it for this request",
+                          type(self).__name__, spec_obj.instance_uuid)
+            return None
+
+    def normalised_weights(self, spec_obj, host_states):
+        """The weights normalised as Nova's weight handler does, or None
+        when they are all equal (all 0 once normalised) or the weigher
+        stands aside: its score is then 0 for every host, whatever the
+        multipliers, which need not be read.
+        """
+        raw = self.raw_weights(spec_obj, host_states)
+        if raw is None:
+            return None
+        normalised = list(nova_weights.normalize(
+            raw, minval=self.minval, maxval=self.maxval))
+        return normalised if any(normalised) else None
+
     def weigh_objects(self, weighed_obj_list, spec_obj):
         self._request.multiplier = getattr(CONF.nova_ext,
                                            self.multiplier_option)
         # {id(aggregate): has the multiplier key}, for this request
         self._request.overridden = {}
         host_states = [weighed.obj for weighed in weighed_obj_list]
-        if yields_to_group_policy(spec_obj, self.group_policies_served):
-            return [0.0] * len(host_states)
-        try:
-            state = self.prepare(spec_obj, host_states)
-            return [self.weigh(host_state, state)
-                    for host_state in host_states]
-        except Exception:
-            LOG.exception("nova-ext: %s failed for instance %s; every host "
-                          "gets the same weight from it for this request",
-                          type(self).__name__, spec_obj.instance_uuid)
-            return [0.0] * len(host_states)
+        raw = self.raw_weights(spec_obj, host_states)
+        return [0.0] * len(host_states) if raw is None else raw
 
     def _weigh_object(self, host_state, spec_obj):
         return self.weigh(host_state, self.prepare(spec_obj, [host_state]))

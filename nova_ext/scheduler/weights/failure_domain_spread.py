@@ -22,6 +22,8 @@ the weigher stands aside for that request (the filter, if enabled, refuses
 it).
 """
 
+import functools
+
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -55,19 +57,26 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
                             busiest + 1))
         # a broken constraint outweighs every member count
         violation = 1 + sum(without for _r, _m, without in weighed)
-        return weighed, violation
+        # per constraint: where a host is, and what its domain costs it
+        # (the same for every host of the domain, worked out once)
+        return [(request.domain_finder(), failure_domains.PerDomain(
+            functools.partial(self._penalty, request, minimum,
+                              without_domain, violation)))
+                for request, minimum, without_domain in weighed]
+
+    @staticmethod
+    def _penalty(request, minimum, without_domain, violation, domain):
+        if domain is failure_domains.NO_DOMAIN:
+            return without_domain
+        penalty = request.members_in(domain)
+        if not request.hard and not request.allows(domain, minimum):
+            penalty += violation
+        return penalty
 
     def weigh(self, host_state, state):
         if state is None:
             return 0.0
-        weighed, violation = state
         weight = 0
-        for request, minimum, without_domain in weighed:
-            domain = request.domain_of(host_state)
-            if domain is failure_domains.NO_DOMAIN:
-                weight -= without_domain
-                continue
-            weight -= request.members_in(domain)
-            if not request.hard and not request.allows(domain, minimum):
-                weight -= violation
+        for find_domain, penalty in state:
+            weight -= penalty[find_domain(host_state)]
         return weight
