@@ -11,7 +11,7 @@ and three places report them:
 
 * the failure-domain filter and weigher call :func:`warn_near_misses` for
   each aggregate of a spread request's candidate hosts
-  (``failure_domains.spread_request``): one log warning naming the
+  (``failure_domains.spread_requests``): one log warning naming the
   aggregate, once per aggregate and problem per process;
 * ``nova-ext-manage explain`` lists them for the aggregates the host
   manager read;
