@@ -140,6 +140,7 @@ import cProfile
 import gc
 import json
 import logging
+import os
 import platform
 import pstats
 import random
@@ -839,13 +840,23 @@ def run(args, configs, filter_handler, weight_handler, api_database):
                 for name in CONFIG_NAMES},
             'results': results,
         }
-        if args.json == '-':
-            json.dump(document, sys.stdout, indent=2, sort_keys=True)
-            print('')
-        else:
-            with open(args.json, 'w') as out:
-                json.dump(document, out, indent=2, sort_keys=True)
+        write_json(args.json, document)
     return 0
+
+
+def write_json(path, document):
+    """``document`` to standard output (``-``) or to ``path``, written
+    whole or not at all (a temporary file renamed into place).
+    """
+    if path == '-':
+        json.dump(document, sys.stdout, indent=2, sort_keys=True)
+        print('')
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    with tempfile.NamedTemporaryFile('w', dir=directory, delete=False,
+                                     suffix='.tmp') as out:
+        json.dump(document, out, indent=2, sort_keys=True)
+    os.replace(out.name, path)
 
 
 if __name__ == '__main__':

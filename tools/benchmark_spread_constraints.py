@@ -34,7 +34,6 @@ lock are not.
 
 import argparse
 import gc
-import json
 import os
 import platform
 import random
@@ -246,11 +245,7 @@ def main(argv=None):
     if args.json:
         document = {'python': platform.python_version(),
                     'seed': args.seed, 'rows': rows}
-        if args.json == '-':
-            json.dump(document, sys.stdout, indent=2, sort_keys=True)
-        else:
-            with open(args.json, 'w') as out:
-                json.dump(document, out, indent=2, sort_keys=True)
+        bench.write_json(args.json, document)
     return 0
 
 
