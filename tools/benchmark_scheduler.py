@@ -775,6 +775,14 @@ def parse_args(argv=None):
         '--json', metavar='FILE',
         help="also write the results as JSON to FILE ('-' for stdout)")
     args = parser.parse_args(argv)
+    check_sizes(parser, args)
+    return args
+
+
+def check_sizes(parser, args):
+    """The sizes ``--rounds``, ``--requests``, ``--hosts`` and
+    ``--max-placement-results`` can take; one usage error otherwise.
+    """
     if args.rounds < 1 or (args.requests is not None and args.requests < 1):
         parser.error('--rounds and --requests must be at least 1')
     if any(n < 2 for n in args.hosts):
@@ -782,7 +790,6 @@ def parse_args(argv=None):
     if args.max_placement_results is not None and (
             args.max_placement_results < 2):
         parser.error('--max-placement-results must be at least 2')
-    return args
 
 
 def main(argv=None):

@@ -206,10 +206,7 @@ def parse_args(argv=None):
     parser.add_argument('--json', metavar='FILE',
                         help="also write the rows as JSON ('-': stdout)")
     args = parser.parse_args(argv)
-    if args.rounds < 1 or (args.requests is not None and args.requests < 1):
-        parser.error('--rounds and --requests must be at least 1')
-    if any(n < 2 for n in args.hosts):
-        parser.error('--hosts must be at least 2')
+    bench.check_sizes(parser, args)
     return args
 
 
