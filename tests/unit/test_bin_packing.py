@@ -133,3 +133,17 @@ class BinPackingWeigherTest(test.NoDBTestCase):
         # the same 10 % share on every host: the same offset for each
         for a, b in zip(with_share, without):
             self.assertAlmostEqual(a - b, -20 * 0.1)
+
+    def test_hosts_without_capacity_or_room_weighed_with_the_others(self):
+        # one call, every case: the weights of each host are what it gets
+        # weighed alone
+        hosts = (host('a', 0, 0), host('no-vcpus', 0, 0, vcpus=0),
+                 host('overcommitted', 12, 12288), host('b', 5, 5120))
+        together = self.weigh(*hosts)
+        self.assertEqual([self.weigh(h)[0] for h in hosts], together)
+        # no vCPU capacity: nothing free there (stranded: RAM 90 % free,
+        # vCPU 0), and the request takes the whole of it (share 1)
+        self.assertAlmostEqual(-(0.9 / 2 + 10 * 0.9 + 20 * 1.0),
+                               together[1])
+        # beyond capacity: clamped to nothing free, nothing stranded
+        self.assertAlmostEqual(-(0.0 + 20 * 0.1), together[2])

@@ -59,14 +59,14 @@ class Exploding(nova_scheduler_weights.BaseHostWeigher):
 
 
 class FailsOnHost5(bin_packing.BinPackingWeigher):
-    """A per-request weigher that breaks half-way through the hosts."""
+    """A per-request weigher that breaks on one of the hosts."""
 
     multiplier_option = 'image_locality_weight_multiplier'
 
-    def weigh(self, host_state, state):
-        if host_state.host == 'host5':
+    def weigh_all(self, host_states, state):
+        if any(host_state.host == 'host5' for host_state in host_states):
             raise RuntimeError('boom')
-        return super().weigh(host_state, state)
+        return super().weigh_all(host_states, state)
 
 
 class NoSuchMultiplier(bin_packing.BinPackingWeigher):

@@ -25,6 +25,7 @@ hint or extra spec; the scheduler keeps serving.
 
 import collections
 import functools
+import itertools
 
 from oslo_log import log as logging
 
@@ -67,15 +68,16 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
         passed = hosts
         refused = collections.defaultdict(list)
         for index, (find_domain, has_room) in enumerate(checks):
-            kept = []
-            for host_state in passed:
-                if has_room[find_domain(host_state)]:
-                    kept.append(host_state)
-                else:
-                    request, minimum = hard[index]
-                    # says why, in the log
-                    self._domain_has_room(host_state, request, minimum)
-                    refused[index].append(host_state)
+            verdicts = [has_room[find_domain(host_state)]
+                        for host_state in passed]
+            kept = list(itertools.compress(passed, verdicts))
+            if len(kept) < len(passed):
+                request, minimum = hard[index]
+                for host_state, verdict in zip(passed, verdicts):
+                    if not verdict:
+                        # says why, in the log
+                        self._domain_has_room(host_state, request, minimum)
+                        refused[index].append(host_state)
             passed = kept
         if hosts and not passed:
             reason = self.why_no_host(refused, hard)

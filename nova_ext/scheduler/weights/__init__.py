@@ -87,8 +87,9 @@ def _multipliers(weigher, weighed_obj_list):
 
 
 def _add_scores(totals, normalised, multipliers):
-    for i, (weight, multiplier) in enumerate(zip(normalised, multipliers)):
-        totals[i] += multiplier * weight
+    """``totals`` plus each object's score, as a new list."""
+    return [total + multiplier * weight for total, weight, multiplier
+            in zip(totals, normalised, multipliers)]
 
 
 def expand(weighers):
@@ -164,7 +165,8 @@ class NovaExtWeighers(weights.BaseHostWeigher):
                               type(part).__name__,
                               getattr(spec_obj, 'instance_uuid', None))
                 continue
-            self._add(totals, part, host_states, normalised, multipliers)
+            totals = self._add(totals, part, host_states, normalised,
+                               multipliers)
         if voting:
             try:
                 columns = multipliers_per_part(
@@ -184,12 +186,13 @@ class NovaExtWeighers(weights.BaseHostWeigher):
                                       getattr(spec_obj, 'instance_uuid',
                                               None))
                         continue
-                self._add(totals, part, host_states, normalised, multipliers)
+                totals = self._add(totals, part, host_states, normalised,
+                                   multipliers)
         return totals
 
     @staticmethod
     def _add(totals, part, host_states, normalised, multipliers):
-        _add_scores(totals, normalised, multipliers)
+        """``totals`` plus ``part``'s scores, as a new list."""
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("%s: score (multiplier * weight) %s",
                       type(part).__name__,
@@ -197,6 +200,7 @@ class NovaExtWeighers(weights.BaseHostWeigher):
                           multiplier, weight) for host_state, weight,
                        multiplier in zip(host_states, normalised,
                                          multipliers)})
+        return _add_scores(totals, normalised, multipliers)
 
     def _weigh_object(self, host_state, spec_obj):
         return self.weigh_objects(
@@ -209,34 +213,31 @@ def multipliers_per_part(parts, host_states):
     would say host by host.
 
     Most hosts are in no aggregate overriding a nova-ext multiplier: they
-    get every part's configured multiplier, found with one look at each of
-    their aggregates for all the parts together. Each aggregate object is
-    read once per request (the hosts of a rack share it); a host in an
+    get every part's configured multiplier. Each aggregate object is read
+    once per request, for all the parts together (the hosts of a rack share
+    it); when none overrides, no host is looked at again. A host in an
     overriding aggregate gets Nova's answer, part by part.
     """
     configured = [getattr(CONF.nova_ext, part.multiplier_option)
                   for part in parts]
     keys = [part._aggregate_key for part in parts]
     columns = [[multiplier] * len(host_states) for multiplier in configured]
-    # {id(aggregate): whether it carries any of the parts' keys}
-    overriding = {}
+    # every aggregate object once: the hosts of a rack share it
+    aggregates = {id(aggregate): aggregate for host_state in host_states
+                  for aggregate in host_state.aggregates}
+    overriding = {aggregate_id for aggregate_id, aggregate
+                  in aggregates.items()
+                  if any(key in aggregate.metadata for key in keys)}
+    if not overriding:
+        return columns
     for index, host_state in enumerate(host_states):
-        for aggregate in host_state.aggregates:
-            try:
-                overrides = overriding[id(aggregate)]
-            except KeyError:
-                metadata = aggregate.metadata
-                overrides = overriding[id(aggregate)] = any(
-                    key in metadata for key in keys)
-            if overrides:
-                for column, key, multiplier in zip(columns, keys,
-                                                   configured):
-                    # Nova's reading: the least of the host's aggregates'
-                    # values, the configured one where none carries the key
-                    # or a value is not a number
-                    column[index] = scheduler_utils.get_weight_multiplier(
-                        host_state, key, multiplier)
-                break
+        if not overriding.isdisjoint(map(id, host_state.aggregates)):
+            for column, key, multiplier in zip(columns, keys, configured):
+                # Nova's reading: the least of the host's aggregates'
+                # values, the configured one where none carries the key
+                # or a value is not a number
+                column[index] = scheduler_utils.get_weight_multiplier(
+                    host_state, key, multiplier)
     return columns
 
 
@@ -245,8 +246,12 @@ class PerRequestWeigher(weights.BaseHostWeigher):
 
     Subclasses implement ``prepare(spec_obj, host_states)``, returning
     whatever per-request state they need, and ``weigh(host_state, state)``,
-    which must be O(1). The state lives on the stack, never on ``self``:
-    nova-scheduler shares one weigher instance between its worker threads.
+    which must be O(1). A weigher that runs for every candidate of a large
+    cloud may implement ``weigh_all(host_states, state)`` instead, its loop
+    then paying no method call per host (``weigh`` is then
+    ``weigh_all([host_state], state)[0]``). The state lives on the stack,
+    never on ``self``: nova-scheduler shares one weigher instance between
+    its worker threads.
 
     ``multiplier_option`` names the ``[nova_ext]`` option holding the
     multiplier; host aggregates override it with the metadata key
@@ -302,6 +307,13 @@ class PerRequestWeigher(weights.BaseHostWeigher):
     def weigh(self, host_state, state):
         raise NotImplementedError()
 
+    def weigh_all(self, host_states, state):
+        """The weight of each of ``host_states``: :meth:`weigh` host by
+        host, unless a subclass computes them together.
+        """
+        weigh = self.weigh
+        return [weigh(host_state, state) for host_state in host_states]
+
     def raw_weights(self, spec_obj, host_states):
         """The weight of each of ``host_states``, or None when the weigher
         stands aside for this request: a soft group policy it leaves to
@@ -310,9 +322,8 @@ class PerRequestWeigher(weights.BaseHostWeigher):
         if yields_to_group_policy(spec_obj, self.group_policies_served):
             return None
         try:
-            state = self.prepare(spec_obj, host_states)
-            weigh = self.weigh
-            return [weigh(host_state, state) for host_state in host_states]
+            return self.weigh_all(host_states,
+                                  self.prepare(spec_obj, host_states))
         except Exception:
             LOG.exception("nova-ext: %s failed for instance %s; every host "
                           "gets the same weight from it for this request",

@@ -73,10 +73,14 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
             penalty += violation
         return penalty
 
-    def weigh(self, host_state, state):
+    def weigh_all(self, host_states, state):
         if state is None:
-            return 0.0
-        weight = 0
+            return [0.0] * len(host_states)
+        weights = [0] * len(host_states)
         for find_domain, penalty in state:
-            weight -= penalty[find_domain(host_state)]
-        return weight
+            weights = [weight - penalty[find_domain(host_state)]
+                       for weight, host_state in zip(weights, host_states)]
+        return weights
+
+    def weigh(self, host_state, state):
+        return self.weigh_all([host_state], state)[0]
