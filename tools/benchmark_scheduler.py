@@ -117,7 +117,10 @@ Reading the results
 (filtering plus weighing) in that round. ``ratio`` is the median over rounds
 of the per-round ratio +nova-ext / upstream (paired, so it may differ a
 little from the quotient of the two medians); ``overhead %`` is
-``(ratio - 1) * 100``. ``DB q/req`` is how many database queries a
+``(ratio - 1) * 100``. ``cpu ratio`` is the same ratio of the CPU time
+this process spent (``time.process_time``): time other processes take
+from it is not in it, so on a shared machine it varies less than the
+wall-clock ratio. ``DB q/req`` is how many database queries a
 +nova-ext request would have made (see above). The lines under the table give
 the ratio of each round, how many hosts each configuration passed to the
 weighers and the queries by kind, then the p50 and p99 of single requests
@@ -509,19 +512,23 @@ def schedule(config, filter_handler, weight_handler, host_states, spec,
              profiler=None):
     """Run one request through Nova's filters, then its weighers.
 
-    Returns (seconds taken, number of hosts weighed, best host's name).
+    Returns (seconds taken, CPU seconds taken by this process, number of
+    hosts weighed, best host's name).
     """
     if profiler is not None:
         profiler.enable()
     start = time.perf_counter()
+    cpu_start = time.process_time()
     passed = filter_handler.get_filtered_objects(
         config['filters'], host_states, spec, 0)
     weighed = weight_handler.get_weighed_objects(
         config['weighers'], passed, spec)
+    cpu = time.process_time() - cpu_start
     elapsed = time.perf_counter() - start
     if profiler is not None:
         profiler.disable()
-    return elapsed, len(passed), weighed[0].obj.host if weighed else None
+    return (elapsed, cpu, len(passed),
+            weighed[0].obj.host if weighed else None)
 
 
 # Where the time of a request goes, by the file a function is in (first
@@ -587,7 +594,7 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
     chosen = {}
     spec = make_request_spec(rng, images, group)
     for name in CONFIG_NAMES:
-        _, passed[name], chosen[name] = schedule(
+        _, _, passed[name], chosen[name] = schedule(
             configs[name], filter_handler, weight_handler, candidates,
             spec)
 
@@ -596,25 +603,29 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
     profilers = {name: cProfile.Profile() if args.profile else None
                  for name in CONFIG_NAMES}
     ratios = []
+    cpu_ratios = []
     queries = {name: collections.Counter() for name in CONFIG_NAMES}
     for _ in range(args.rounds):
         gc.collect()
         totals = dict.fromkeys(CONFIG_NAMES, 0.0)
+        cpu_totals = dict.fromkeys(CONFIG_NAMES, 0.0)
         for i in range(requests):
             heartbeat()
             spec = make_request_spec(rng, images, group)
             order = CONFIG_NAMES if i % 2 == 0 else CONFIG_NAMES[::-1]
             for name in order:
                 before = collections.Counter(DATABASE.queries)
-                elapsed, _, _ = schedule(
+                elapsed, cpu, _, _ = schedule(
                     configs[name], filter_handler, weight_handler,
                     candidates, spec, profilers[name])
                 totals[name] += elapsed
+                cpu_totals[name] += cpu
                 samples[name].append(elapsed * 1000.0)
                 queries[name].update(DATABASE.queries - before)
         for name in CONFIG_NAMES:
             per_round[name].append(totals[name] / requests * 1000.0)
         ratios.append(totals['nova-ext'] / totals['upstream'])
+        cpu_ratios.append(cpu_totals['nova-ext'] / cpu_totals['upstream'])
 
     timed_requests = float(requests * args.rounds)
     result = {
@@ -635,6 +646,11 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
         'ms_per_request_rounds': per_round,
         'ratio': statistics.median(ratios),
         'ratio_rounds': ratios,
+        # CPU time of this process: what other processes on the machine
+        # take from it is not counted (wall-clock ratios are, and vary
+        # more on a shared machine)
+        'cpu_ratio': statistics.median(cpu_ratios),
+        'cpu_ratio_rounds': cpu_ratios,
         'stub_db_queries_per_request': {
             name: {query: count / timed_requests
                    for query, count in sorted(queries[name].items())}
@@ -684,16 +700,17 @@ def describe(configs):
 
 
 def format_table(results, sqlite_api_db=False):
-    header = ('%7s | %16s | %16s | %6s | %10s | %13s'
+    header = ('%7s | %16s | %16s | %6s | %10s | %9s | %13s'
               % ('hosts', 'upstream ms/req', '+nova-ext ms/req', 'ratio',
-                 'overhead %', 'DB q/req'))
+                 'overhead %', 'cpu ratio', 'DB q/req'))
     lines = [header, '-' * len(header)]
     for r in results:
-        lines.append('%7d | %16.2f | %16.2f | %6.3f | %+10.1f | %13.2f' % (
-            r['hosts'], r['ms_per_request']['upstream'],
-            r['ms_per_request']['nova-ext'], r['ratio'],
-            r['overhead_percent'],
-            sum(r['stub_db_queries_per_request']['nova-ext'].values())))
+        lines.append(
+            '%7d | %16.2f | %16.2f | %6.3f | %+10.1f | %9.3f | %13.2f' % (
+                r['hosts'], r['ms_per_request']['upstream'],
+                r['ms_per_request']['nova-ext'], r['ratio'],
+                r['overhead_percent'], r['cpu_ratio'],
+                sum(r['stub_db_queries_per_request']['nova-ext'].values())))
     lines.append('')
     for r in results:
         lines.append(
@@ -712,11 +729,12 @@ def format_table(results, sqlite_api_db=False):
     for r in results:
         queries = r['stub_db_queries_per_request']['nova-ext']
         lines.append(
-            '%d hosts: %d requests x %d rounds, ratio per round %s; hosts '
-            'passing filters: upstream %d, +nova-ext %d; database queries '
-            'per +nova-ext request: %s' % (
+            '%d hosts: %d requests x %d rounds, ratio per round %s (CPU '
+            'time: %s); hosts passing filters: upstream %d, +nova-ext %d; '
+            'database queries per +nova-ext request: %s' % (
                 r['hosts'], r['requests_per_round'], r['rounds'],
                 '/'.join('%.3f' % x for x in r['ratio_rounds']),
+                '/'.join('%.3f' % x for x in r['cpu_ratio_rounds']),
                 r['hosts_weighed']['upstream'],
                 r['hosts_weighed']['nova-ext'],
                 ', '.join('%s %.2f' % item for item in queries.items())

@@ -122,7 +122,7 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler):
     for label, hints in HINTS:
         passed = {}
         for name in bench.CONFIG_NAMES:  # warm-up, untimed
-            _, passed[name], _ = bench.schedule(
+            _, _, passed[name], _ = bench.schedule(
                 configs[name], filter_handler, weight_handler, candidates,
                 spec_with(hints))
         per_round = {name: [] for name in bench.CONFIG_NAMES}
@@ -136,7 +136,7 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler):
                 order = (bench.CONFIG_NAMES if i % 2 == 0
                          else bench.CONFIG_NAMES[::-1])
                 for name in order:
-                    elapsed, _, _ = bench.schedule(
+                    elapsed, _, _, _ = bench.schedule(
                         configs[name], filter_handler, weight_handler,
                         candidates, spec)
                     totals[name] += elapsed
