@@ -29,10 +29,16 @@ between), each going first every other round, so load from other processes
 on the machine and pages left in MariaDB's buffer pool by the previous call
 help or hurt both alike.
 SQL statements are counted with a SQLAlchemy ``before_cursor_execute``
-listener on every engine; "default caches" counts them for gpu.small with
-the options at their defaults (flavors of a class remembered 30 s, limits
-not cached), "unlimited flavor" for ``m1.small``, which no per-flavor limit
-covers, "cached limits" for gpu.small with ``[nova_ext]
+listener on every engine; "RT" are the round trips to the database, the
+statements and what SQLAlchemy sends besides: the ping at each connection
+checkout (oslo.db's engines set ``pool_pre_ping``), each COMMIT or
+ROLLBACK of a connection's transaction and the pool's ROLLBACK when a
+connection returns with its transaction not already ended (pool and
+connection events; the login of a new connection is not counted).
+"default caches" counts statements for gpu.small with the options at
+their defaults (flavors of a class remembered 30 s, limits not cached),
+"unlimited flavor" for ``m1.small``, which no per-flavor limit covers,
+"cached limits" for gpu.small with ``[nova_ext]
 quota_limits_cache_seconds = 60``. Median of R calls after 3 warm-ups.
 "nova key" and "per_flavor key" are the index MariaDB's ``EXPLAIN`` picks
 for each check's statement reading ``instances`` (ALL: a full scan).
@@ -53,7 +59,7 @@ PROJECT = 'bench-project'
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--sizes', nargs='+', default=list(SIZES),
+    parser.add_argument('--sizes', nargs='+', default=[list(SIZES)],
                         type=lambda s: [int(x) for x in s.split(',')],
                         help='instance counts: 1000 10000 100000 or '
                         '1000,10000,100000')
@@ -91,6 +97,7 @@ def measure(args, names):
 
     from sqlalchemy.engine import Engine
     from sqlalchemy import event
+    from sqlalchemy.pool import Pool
 
     from nova.compute import utils as compute_utils
     import nova.conf
@@ -146,21 +153,37 @@ def measure(args, names):
             counts['last'] = (statement, parameters)
 
     event.listen(Engine, 'before_cursor_execute', seen)
+    # Round trips that are not statements (see the docstring).
+    trips = []
+
+    def round_trip(*args):
+        trips.append(1)
+
+    def pool_reset(dbapi_connection, record, reset_state):
+        if not reset_state.transaction_was_reset:
+            trips.append(1)
+
+    event.listen(Engine, 'commit', round_trip)
+    event.listen(Engine, 'rollback', round_trip)
+    event.listen(Pool, 'checkout', round_trip)
+    event.listen(Pool, 'reset', pool_reset)
     user_ctxt = nova_context.RequestContext('bench-user', PROJECT)
 
     def check(flavor):
         del statements[:]
+        del trips[:]
         counts.pop('last', None)
         start = time.perf_counter()
         # Looked up at each call: activation replaces it.
         compute_utils.check_num_instances_quota(user_ctxt, flavor, 1, 1)
-        return (time.perf_counter() - start) * 1000.0, len(statements)
+        return ((time.perf_counter() - start) * 1000.0, len(statements),
+                len(statements) + len(trips))
 
     def interleaved(flavor):
-        """Median ms and statements of Nova's check and of per_flavor's,
-        alternating call by call.
+        """Median ms, statements and round trips of Nova's check and of
+        per_flavor's, alternating call by call.
         """
-        runs = {'nova': ([], []), 'per_flavor': ([], [])}
+        runs = {'nova': ([], [], []), 'per_flavor': ([], [], [])}
         plans.clear()
         for i in range(args.repeat + 3):
             # Either may find the pages the other just read in the buffer
@@ -171,14 +194,14 @@ def measure(args, names):
                     quota.deactivate()
                 else:
                     quota.activate(conf)
-                elapsed, count = check(flavor)
+                measured = check(flavor)
                 plans[name] = counts.get('last')
                 if i >= 3:
-                    runs[name][0].append(elapsed)
-                    runs[name][1].append(count)
+                    for values, value in zip(runs[name], measured):
+                        values.append(value)
         quota.deactivate()
-        return {name: (statistics.median(times), statistics.median(counts))
-                for name, (times, counts) in runs.items()}
+        return {name: tuple(statistics.median(values) for values in run)
+                for name, run in runs.items()}
 
     def explained_key(name):
         """The index EXPLAIN picks for the count of ``name``'s last check."""
@@ -212,9 +235,11 @@ def measure(args, names):
     inserted = 0
     every = max(1, round(1 / args.project_share))
     plans = {}
-    row = '%9s %9s %14s %6s %9s %15s %19s %20s %17s %18s %18s %5s'
+    row = ('%9s %9s %14s %6s %9s %15s %7s %14s %19s %20s %17s %18s %18s '
+           '%5s')
     print(row % ('instances', 'nova ms', 'per_flavor ms', 'ratio',
-                 'nova SQL', 'per_flavor SQL', 'default caches SQL',
+                 'nova SQL', 'per_flavor SQL', 'nova RT', 'per_flavor RT',
+                 'default caches SQL',
                  'unlimited flavor SQL', 'cached limits SQL', 'nova key',
                  'per_flavor key', 'load'))
     conf.set_override('quota_driver', 'per_flavor', group='nova_ext')
@@ -250,15 +275,16 @@ def measure(args, names):
         conf.clear_override('quota_limits_cache_seconds', group='nova_ext')
         conf.clear_override('quota_flavor_cache_seconds', group='nova_ext')
         keys = (explained_key('nova'), explained_key('per_flavor'))
-        nova_ms, nova_sql = measured['nova']
-        ext_ms, ext_sql = measured['per_flavor']
+        nova_ms, nova_sql, nova_rt = measured['nova']
+        ext_ms, ext_sql, ext_rt = measured['per_flavor']
         default_sql = per_flavor_statements(gpu)
         unlimited_sql = per_flavor_statements(general)
         cached_sql = per_flavor_statements(
             gpu, quota_limits_cache_seconds=60)
         print(row % (size, '%.2f' % nova_ms, '%.2f' % ext_ms,
                      '%.2f' % (ext_ms / nova_ms), nova_sql, ext_sql,
-                     default_sql, unlimited_sql, cached_sql, *keys,
+                     nova_rt, ext_rt, default_sql, unlimited_sql,
+                     cached_sql, *keys,
                      # 1-minute load average: the machine may be shared.
                      '%.1f' % os.getloadavg()[0]),
               flush=True)

@@ -17,6 +17,7 @@ The connection is ``[nova_ext_database] connection``, or Nova's
 """
 
 import datetime
+import functools
 import threading
 
 from oslo_config import cfg
@@ -146,6 +147,7 @@ def shares_api_database(conf):
     return _database(ours) == _database(nova)
 
 
+@functools.lru_cache(maxsize=16)
 def _database(url):
     url = sa.engine.make_url(url)
     return (url.get_backend_name(), url.username, url.password, url.host,
@@ -157,13 +159,22 @@ def _targets(table, scopes):
                     for scope, name in scopes])
 
 
-def _limits_and_members(conf, project_id, scopes):
+# The limits statement of limits_for, by number of scopes (1 or 2): built
+# once, its values bound at each execution, so that neither building it nor
+# computing its compiled-cache key costs a check anything.
+_LIMITS_AND_MEMBERS = {}
+
+
+def _limits_and_members_statement(scope_count):
+    statement = _LIMITS_AND_MEMBERS.get(scope_count)
+    if statement is not None:
+        return statement
     from nova.db.api import models as api_models
 
     limit = FlavorQuota.__table__
     flavors = api_models.Flavors.__table__
     specs = api_models.FlavorExtraSpecs.__table__
-    query = sa.select(
+    statement = sa.select(
         limit.c.project_id, limit.c.scope, limit.c.name, limit.c.resource,
         limit.c.hard_limit, flavors.c.id, specs.c.flavor_id,
     ).select_from(
@@ -174,10 +185,29 @@ def _limits_and_members(conf, project_id, scopes):
             specs.c.value == limit.c.name,
         ))
     ).where(
-        limit.c.project_id.in_([project_id, DEFAULT_PROJECT]),
-        _targets(limit, scopes))
-    with context_manager(conf).reader.using(_Ctx()) as session:
-        rows = session.execute(query).all()
+        limit.c.project_id.in_(sa.bindparam('projects', expanding=True)),
+        sa.or_(*[sa.and_(limit.c.scope == sa.bindparam('target_scope_%d' % i),
+                         limit.c.name == sa.bindparam('target_name_%d' % i))
+                 for i in range(scope_count)]))
+    _LIMITS_AND_MEMBERS[scope_count] = statement
+    return statement
+
+
+def _limits_and_members(conf, project_id, scopes):
+    params = {'projects': [project_id, DEFAULT_PROJECT]}
+    for i, (scope, name) in enumerate(scopes):
+        params['target_scope_%d' % i] = scope
+        params['target_name_%d' % i] = name
+    statement = _limits_and_members_statement(len(scopes))
+    # A Core connection of the reader engine, not an ORM session: nothing
+    # here is an object, and the session's begin/close costs the check
+    # more Python than the statement does. The connection begins a
+    # transaction at the statement and rolls it back once when closed
+    # (a session, or enginefacade's reader.connection, rolls back twice:
+    # its transaction, then the pool's reset on return).
+    engine = context_manager(conf).reader.get_engine()
+    with engine.connect() as connection:
+        rows = connection.execute(statement, params).all()
     members = {}
     for row in rows:
         ids = members.setdefault((row.scope, row.name), [])
@@ -386,43 +416,73 @@ def _sums(instance, condition, resources=RESOURCES, unless=None):
     return sums
 
 
-def _count_in_cell(cctxt, project_id, user_id, groups, resources):
-    """One row of one cell: the project's instances, cores and RAM (Nova's
-    count), then the same for ``user_id`` if given, then ``resources`` for
-    each group.
-    """
+# The count statement of _count_in_cell, by (with a user, number of
+# groups, resources summed per group): built once, the project, the user
+# and each group's flavors bound at each execution, so that neither
+# building it nor computing its compiled-cache key costs a check anything.
+_COUNTS = {}
+
+
+def _count_statement(with_user, group_count, resources):
+    key = (with_user, group_count, resources)
+    statement = _COUNTS.get(key)
+    if statement is not None:
+        return statement
     from nova.compute import vm_states
-    from nova.db.main import api as main_db
     from nova.db.main import models as main_models
 
-    instance = main_models.Instance
+    instance = main_models.Instance.__table__.c
     columns = [sa.func.count(instance.id), sa.func.sum(instance.vcpus),
                sa.func.sum(instance.memory_mb)]
-    if user_id:
-        columns += _sums(instance, instance.user_id == user_id)
+    if with_user:
+        columns += _sums(instance, instance.user_id == sa.bindparam('user'))
     # Never reached a host (e.g. lost the conductor's recheck): holds no
     # hardware. Counting them would let one burst of racing creates lock a
     # class for good. Nova counts them.
     lost = sa.and_(instance.vm_state == vm_states.ERROR,
                    instance.host == sql.null())
-    for group in groups:
+    for i in range(group_count):
+        group = sa.bindparam('group_%d' % i, expanding=True)
         columns += _sums(instance, instance.instance_type_id.in_(group),
                          resources, unless=lost)
-    # The cell's own database: target_cell put it on the context.
-    with main_db.get_context_manager(cctxt).reader.using(cctxt):
-        # Nova's filters (nova.objects.instance.InstanceList.get_counts) and
-        # its LIMIT 1 (its .first()): with the limit MariaDB reads the
-        # project's rows through instances_project_id_idx, without it (or
-        # with GROUP BY) it often scans the whole table. The same statement
-        # gets the same plan, whatever the cell's mix of projects.
-        return tuple(cctxt.session.query(*columns).filter(
-            instance.deleted == 0,
-            sa.or_(instance.vm_state != vm_states.SOFT_DELETED,
-                   instance.vm_state == sql.null()),
-            instance.project_id == project_id,
-            sa.or_(instance.hidden == sql.false(),
-                   instance.hidden == sql.null()),
-        ).first())
+    # Nova's filters (nova.objects.instance.InstanceList.get_counts) and
+    # its LIMIT 1 (its .first()): with the limit MariaDB reads the
+    # project's rows through instances_project_id_idx, without it (or with
+    # GROUP BY) it often scans the whole table. The same statement gets the
+    # same plan, whatever the cell's mix of projects. (The project's
+    # parameter is named as in Nova's statement.)
+    statement = sa.select(*columns).where(
+        instance.deleted == 0,
+        sa.or_(instance.vm_state != vm_states.SOFT_DELETED,
+               instance.vm_state == sql.null()),
+        instance.project_id == sa.bindparam('project_id_1'),
+        sa.or_(instance.hidden == sql.false(),
+               instance.hidden == sql.null()),
+    ).limit(1)
+    _COUNTS[key] = statement
+    return statement
+
+
+def _count_in_cell(cctxt, project_id, user_id, groups, resources):
+    """One row of one cell: the project's instances, cores and RAM (Nova's
+    count), then the same for ``user_id`` if given, then ``resources`` for
+    each group.
+    """
+    from nova.db.main import api as main_db
+
+    statement = _count_statement(bool(user_id), len(groups),
+                                 tuple(resources))
+    params = {'project_id_1': project_id}
+    if user_id:
+        params['user'] = user_id
+    for i, group in enumerate(groups):
+        params['group_%d' % i] = list(group)
+    # The cell's own database (target_cell put it on the context), through
+    # a Core connection: the row is three or more numbers, no objects, and
+    # an ORM session's begin/close costs more Python than the statement.
+    with main_db.get_context_manager(cctxt).reader.connection.using(
+            cctxt) as connection:
+        return tuple(connection.execute(statement, params).first())
 
 
 VERSION_TABLE = 'nova_ext_alembic_version'

@@ -442,6 +442,36 @@ class CostTest(QuotaTestCase):
         self.assertLessEqual(len(refused), len(nova) + 1,
                              '\n'.join(refused))
 
+    def test_a_check_builds_no_statement(self):
+        # The limits read and the count are built once and run with their
+        # values bound: a check neither builds them nor computes their
+        # compiled-cache key again (that was most of what a limited create
+        # cost over Nova's check in Python).
+        self.quota('quota', 'set', '--project', self.project,
+                   '--class', 'gpu', '--instances', '5')
+        self.boot('gpu', self.gpu_small)
+        executed = []
+
+        def seen(conn, clauseelement, *args):
+            executed.append(clauseelement)
+
+        event.listen(sqlalchemy.engine.Engine, 'before_execute', seen)
+        self.addCleanup(event.remove, sqlalchemy.engine.Engine,
+                        'before_execute', seen)
+
+        def ours():
+            return [statement for statement in executed
+                    if isinstance(statement, sqlalchemy.sql.Select)
+                    and ('nova_ext_flavor_quotas' in str(statement)
+                         or 'CASE WHEN' in str(statement))]
+
+        self.check_create()  # (two checks: see statements())
+        self.check_create()
+        # The limits and the count (one per cell, cell0 and cell1) of four
+        # checks, all kept alive by executed: two statement objects.
+        self.assertEqual(12, len(ours()), ours())
+        self.assertEqual(2, len({id(statement) for statement in ours()}))
+
     def test_no_limit_or_cached_limits_cost_at_most_one_more(self):
         self.quota('quota', 'set', '--project', self.project,
                    '--class', 'gpu', '--instances', '5')
