@@ -221,15 +221,21 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         weights.NovaExtWeighers().weigh_objects(weighed, request())
         self.assertIn("Could not decode", self.stdlog.logger.output)
 
-    def test_a_failing_per_request_weigher_loses_its_vote_only(self):
+    def assertPartLosesItsVoteOnly(self, index, part):
+        """``part``, inserted at ``index`` among the composite's parts,
+        fails (logged) and leaves the others' weights as they were.
+        """
         self.override_more_multipliers()
         composite = weights.NovaExtWeighers()
         weighed = [type('W', (), {'obj': h})() for h in self.hosts]
         alone = composite.weigh_objects(weighed, request())
-        composite.parts.insert(0, FailsOnHost5())
+        composite.parts.insert(index, part)
         self.assertEqual(alone, composite.weigh_objects(weighed, request()))
-        self.assertIn('FailsOnHost5 failed for instance',
+        self.assertIn('%s failed for instance' % type(part).__name__,
                       self.stdlog.logger.output)
+
+    def test_a_failing_per_request_weigher_loses_its_vote_only(self):
+        self.assertPartLosesItsVoteOnly(0, FailsOnHost5())
 
     def test_a_part_with_all_weights_equal_reads_no_multiplier(self):
         # no host runs the image: the image weigher says nothing, and its
@@ -244,11 +250,4 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.assertNotIn("Could not decode", self.stdlog.logger.output)
 
     def test_a_multiplier_that_cannot_be_read_costs_one_vote(self):
-        self.override_more_multipliers()
-        composite = weights.NovaExtWeighers()
-        weighed = [type('W', (), {'obj': h})() for h in self.hosts]
-        alone = composite.weigh_objects(weighed, request())
-        composite.parts.insert(1, NoSuchMultiplier())
-        self.assertEqual(alone, composite.weigh_objects(weighed, request()))
-        self.assertIn('NoSuchMultiplier failed for instance',
-                      self.stdlog.logger.output)
+        self.assertPartLosesItsVoteOnly(1, NoSuchMultiplier())
