@@ -111,6 +111,12 @@ and normalized weights and scores in ``get_weighed_objects``, the list of
 remaining hosts after each filter) are still built, as in production, and
 are part of the cost of every filter and weigher.
 
+Before each timed request the garbage collector runs, untimed: a full
+collection of the fleet's heap costs ~600 ms at 10,000 hosts, a quarter
+of a request, and would otherwise land on whichever configuration happens
+to trip it (each request still pays the young collections its own
+allocations cause).
+
 Reading the results
 -------------------
 ``ms/req`` is the median over rounds of the mean wall time of one request
@@ -614,6 +620,9 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
             spec = make_request_spec(rng, images, group)
             order = CONFIG_NAMES if i % 2 == 0 else CONFIG_NAMES[::-1]
             for name in order:
+                # untimed: a full collection costs ~600 ms at 10,000 hosts
+                # and would land on whichever configuration trips it
+                gc.collect()
                 before = collections.Counter(DATABASE.queries)
                 elapsed, cpu, _, _ = schedule(
                     configs[name], filter_handler, weight_handler,
