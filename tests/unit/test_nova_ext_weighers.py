@@ -251,3 +251,46 @@ class NovaExtWeighersTest(test.NoDBTestCase):
 
     def test_a_multiplier_that_cannot_be_read_costs_one_vote(self):
         self.assertPartLosesItsVoteOnly(1, NoSuchMultiplier())
+
+
+class HostNameLength(weights.PerRequestWeigher):
+    """Implements weigh only, as a third-party weigher may."""
+
+    multiplier_option = 'image_locality_weight_multiplier'
+
+    def prepare(self, spec_obj, host_states):
+        return 10
+
+    def weigh(self, host_state, state):
+        return float(len(host_state.host) * state)
+
+
+class HostNameLengths(weights.PerRequestWeigher):
+    """Implements weigh_all only."""
+
+    multiplier_option = 'image_locality_weight_multiplier'
+
+    def prepare(self, spec_obj, host_states):
+        return 10
+
+    def weigh_all(self, host_states, state):
+        return [float(len(host_state.host) * state)
+                for host_state in host_states]
+
+
+class WeighOrWeighAllTest(test.NoDBTestCase):
+
+    def test_either_method_gives_both(self):
+        hosts = [fakes.FakeHostState(name, name, {'aggregates': []})
+                 for name in ('a', 'bb', 'ccc')]
+        for weigher in (HostNameLength(), HostNameLengths()):
+            self.assertEqual([10.0, 20.0, 30.0],
+                             weigher.weigh_all(hosts, 10))
+            self.assertEqual(20.0, weigher.weigh(hosts[1], 10))
+
+    def test_neither_method_is_an_error(self):
+        class Neither(weights.PerRequestWeigher):
+            multiplier_option = 'image_locality_weight_multiplier'
+
+        self.assertRaises(NotImplementedError, Neither().weigh,
+                          fakes.FakeHostState('a', 'a', {}), None)

@@ -305,7 +305,12 @@ class PerRequestWeigher(weights.BaseHostWeigher):
         raise NotImplementedError()
 
     def weigh(self, host_state, state):
-        raise NotImplementedError()
+        """The weight of one host: :meth:`weigh_all` over that host alone,
+        for a subclass that implements ``weigh_all``.
+        """
+        if type(self).weigh_all is PerRequestWeigher.weigh_all:
+            raise NotImplementedError()
+        return self.weigh_all([host_state], state)[0]
 
     def weigh_all(self, host_states, state):
         """The weight of each of ``host_states``: :meth:`weigh` host by

@@ -123,6 +123,3 @@ class BinPackingWeigher(weights.PerRequestWeigher):
                             1.0) for r in asked]))
         return (-(leftover / total_weight + stranded_weight * (most - least)
                   + shape_weight * share)).tolist()
-
-    def weigh(self, host_state, state):
-        return self.weigh_all([host_state], state)[0]

@@ -81,6 +81,3 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
             weights = [weight - penalty[find_domain(host_state)]
                        for weight, host_state in zip(weights, host_states)]
         return weights
-
-    def weigh(self, host_state, state):
-        return self.weigh_all([host_state], state)[0]

@@ -80,6 +80,3 @@ class ImageLocalityWeigher(weights.PerRequestWeigher):
     def weigh_all(self, host_states, hosts_with_image):
         return [1.0 if host_state.host in hosts_with_image else 0.0
                 for host_state in host_states]
-
-    def weigh(self, host_state, hosts_with_image):
-        return self.weigh_all([host_state], hosts_with_image)[0]
