@@ -61,14 +61,16 @@ class DomainFinderTest(test.NoDBTestCase):
                  host('h4', 'r1', 'r2'), host('h5', 'r2'),
                  host('h6'), host('h7', 'r3')]
         for own_domain in (False, True):
+            trait_domains = {'h6': {'R6'}}
             spread = failure_domains.SpreadRequest(
-                'rack', 1, {}, own_domain, trait_domains={'h6': {'R6'}},
-                aggregate_domains={})
-            find_domain = spread.domain_finder()
+                'rack', 1, {}, own_domain, trait_domains=trait_domains,
+                aggregate_domains={},
+                host_domains=failure_domains.host_domain_memo(
+                    'rack', own_domain, trait_domains, True, {}))
             self.assertEqual([spread.domain_of(h) for h in hosts],
-                             [find_domain(h) for h in hosts])
+                             spread.domains_of(hosts))
         self.assertEqual(['r1', 'r1', 'host:h3', 'host:h4', 'r2', 'R6', 'r3'],
-                         [find_domain(h) for h in hosts])
+                         spread.domains_of(hosts))
         # the conflict is logged by the whole reading, as domain_of logs it
         self.assertIn('different %s (r1, r2)' % RACK,
                       self.stdlog.logger.output)
@@ -226,3 +228,13 @@ class OneAnswerPerRequestTest(test.NoDBTestCase):
         self.flags(default_max_per_domain=3, group='nova_ext')
         self.assertEqual(3, failure_domains.spread_requests(
             self.spec, self.hosts)[0].max_per_domain)
+
+    def test_the_weigher_places_no_host_the_filter_placed(self):
+        spread, = failure_domains.spread_requests(self.spec, self.hosts)
+        self.assertEqual(['r1', 'r1', 'r2'], spread.domains_of(self.hosts))
+        # were a host's aggregates read again, they would say 'moved'
+        for host_state in self.hosts:
+            host_state.aggregates = [objects.Aggregate(
+                id=9, metadata={RACK: 'moved'})]
+        again, = failure_domains.spread_requests(self.spec, self.hosts[1:])
+        self.assertEqual(['r1', 'r2'], again.domains_of(self.hosts[1:]))

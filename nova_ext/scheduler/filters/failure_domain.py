@@ -57,19 +57,18 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
                 for request in requests if request.hard]
         if not hard:
             return hosts
-        # per constraint: where a host is, and whether its domain has room
-        # (the same for every host of the domain, decided once)
-        checks = [(request.domain_finder(),
-                   failure_domains.PerDomain(functools.partial(
-                       self._has_room, request, minimum)))
-                  for request, minimum in hard]
+        # per constraint: whether a domain has room (the same for every
+        # host of the domain, decided once)
+        checks = [(request, failure_domains.Memo(
+            functools.partial(self._has_room, request, minimum)))
+            for request, minimum in hard]
         # constraint by constraint, each over the hosts the earlier ones
         # kept: a refused host is refused by the first constraint it breaks
         passed = hosts
         refused = collections.defaultdict(list)
-        for index, (find_domain, has_room) in enumerate(checks):
-            verdicts = [has_room[find_domain(host_state)]
-                        for host_state in passed]
+        for index, (request, has_room) in enumerate(checks):
+            verdicts = list(map(has_room.__getitem__,
+                                request.domains_of(passed)))
             kept = list(itertools.compress(passed, verdicts))
             if len(kept) < len(passed):
                 request, minimum = hard[index]

@@ -23,6 +23,7 @@ it).
 """
 
 import functools
+import operator
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -57,9 +58,9 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
                             busiest + 1))
         # a broken constraint outweighs every member count
         violation = 1 + sum(without for _r, _m, without in weighed)
-        # per constraint: where a host is, and what its domain costs it
-        # (the same for every host of the domain, worked out once)
-        return [(request.domain_finder(), failure_domains.PerDomain(
+        # per constraint: what a domain costs its hosts (the same for
+        # every host of the domain, worked out once)
+        return [(request, failure_domains.Memo(
             functools.partial(self._penalty, request, minimum,
                               without_domain, violation)))
                 for request, minimum, without_domain in weighed]
@@ -77,7 +78,9 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
         if state is None:
             return [0.0] * len(host_states)
         weights = [0] * len(host_states)
-        for find_domain, penalty in state:
-            weights = [weight - penalty[find_domain(host_state)]
-                       for weight, host_state in zip(weights, host_states)]
+        for request, penalty in state:
+            # the filter placed these hosts a moment ago, for the same
+            # request: domains_of remembers
+            weights = list(map(operator.sub, weights, map(
+                penalty.__getitem__, request.domains_of(host_states))))
         return weights
