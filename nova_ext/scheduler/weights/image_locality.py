@@ -19,6 +19,8 @@ Where there is no database (``nova-ext-manage simulate``), the model in
 place (:func:`nova_ext.cache.answered_by`) answers instead, uncached.
 """
 
+import operator
+
 from oslo_log import log as logging
 
 from nova import context as nova_context
@@ -29,6 +31,8 @@ from nova_ext import cache
 from nova_ext.scheduler import weights
 
 LOG = logging.getLogger(__name__)
+
+_HOST_NAME = operator.attrgetter('host')
 
 hosts_by_image = cache.TTLLookup('image_locality_cache_seconds')
 
@@ -78,5 +82,7 @@ class ImageLocalityWeigher(weights.PerRequestWeigher):
         return hosts_running_image(image.id)
 
     def weigh_all(self, host_states, hosts_with_image):
-        return [1.0 if host_state.host in hosts_with_image else 0.0
-                for host_state in host_states]
+        # 1.0 on a host running the image, else 0.0; no Python bytecode
+        # per host, for the 10,000 candidates of a large cloud
+        return list(map(float, map(hosts_with_image.__contains__,
+                                   map(_HOST_NAME, host_states))))
