@@ -133,6 +133,15 @@ weighers and the queries by kind, then the p50 and p99 of single requests
 over every round. Results are for this machine and Python only: compare
 ratios, not absolute milliseconds, across machines.
 
+"Where the overhead goes", measured after the timed rounds and apart from
+them, splits +nova-ext's extra time in two: nova-ext's own code (the CPU
+time of its filters' ``filter_all`` and its weighers' ``weigh_objects``
+over the hosts Nova's default filters keep), and what Nova's handlers
+charge for one more filter and one more weigher whatever they do (a
+pass-through filter, a constant weigher: the weight handler's debug-log
+dicts, formatted string and multiplier call per host). The second is the
+least any filter and weigher pair can add.
+
 ``--max-placement-results N`` hands the filters the first N hosts only, as
 placement returns at most ``[scheduler] max_placement_results`` (Nova's
 default 1,000) allocation candidates: what a cloud larger than N pays per
@@ -637,6 +646,10 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
         cpu_ratios.append(cpu_totals['nova-ext'] / cpu_totals['upstream'])
 
     timed_requests = float(requests * args.rounds)
+    # untimed for the ratios: the parts of the overhead, apart
+    overhead_parts = where_overhead_goes(
+        configs, filter_handler, weight_handler, candidates,
+        [make_request_spec(rng, images, group) for _ in range(requests)])
     result = {
         'hosts': num_hosts,
         'candidates': len(candidates),
@@ -653,6 +666,7 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
         'ms_per_request': {name: statistics.median(per_round[name])
                            for name in CONFIG_NAMES},
         'ms_per_request_rounds': per_round,
+        'overhead_parts_ms': overhead_parts,
         'ratio': statistics.median(ratios),
         'ratio_rounds': ratios,
         # CPU time of this process: what other processes on the machine
@@ -674,6 +688,81 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
                          'scheduling (see above), so these numbers would '
                          'not measure what they claim to' % PROBLEMS.count)
     return result
+
+
+class PassThroughFilter(scheduler_filters.BaseHostFilter):
+    """Keeps every host: what Nova's filter handler charges for a slot."""
+
+    def filter_all(self, filter_obj_list, spec_obj):
+        return list(filter_obj_list)
+
+
+class ConstantWeigher(scheduler_weights.BaseHostWeigher):
+    """Weighs nothing: what Nova's weight handler charges for a slot."""
+
+    minval = 0.0
+    maxval = 1.0
+
+    def weigh_objects(self, weighed_obj_list, spec_obj):
+        return [0.5] * len(weighed_obj_list)
+
+    def weight_multiplier(self, host_state):
+        return 1.0
+
+    def _weigh_object(self, host_state, spec_obj):
+        return 0.5
+
+
+def _cpu_ms(function):
+    gc.collect()
+    start = time.thread_time()
+    function()
+    return (time.thread_time() - start) * 1000.0
+
+
+def where_overhead_goes(configs, filter_handler, weight_handler, candidates,
+                        specs):
+    """{part: median CPU ms of this thread over ``specs``} for the parts of
+    +nova-ext's overhead: nova-ext's own code (its filters' ``filter_all``
+    and its weighers' ``weigh_objects``, called as the handlers call them),
+    and the price Nova's handlers charge for one more filter and one more
+    weigher whatever they do (a pass-through filter, a constant weigher).
+    """
+    upstream = configs['upstream']
+    # each configuration has its own weigher instances: told apart by class
+    upstream_classes = {type(plugin) for plugin in
+                        upstream['filters'] + upstream['weighers']}
+    own_filters = [f for f in configs['nova-ext']['filters']
+                   if type(f) not in upstream_classes]
+    own_weighers = [w for w in configs['nova-ext']['weighers']
+                    if type(w) not in upstream_classes]
+    samples = collections.defaultdict(list)
+    for spec in specs:
+        passed = filter_handler.get_filtered_objects(
+            upstream['filters'], candidates, spec, 0)
+
+        def own_code():
+            hosts = passed
+            for own_filter in own_filters:
+                hosts = list(own_filter.filter_all(hosts, spec))
+            weighed = [weight_handler.object_class(host_state, 0.0)
+                       for host_state in hosts]
+            for weigher in own_weighers:
+                weigher.weigh_objects(weighed, spec)
+
+        samples['own code'].append(_cpu_ms(own_code))
+        samples['filter slot'].append(
+            _cpu_ms(lambda: filter_handler.get_filtered_objects(
+                [PassThroughFilter()], passed, spec, 0))
+            - _cpu_ms(lambda: filter_handler.get_filtered_objects(
+                [], passed, spec, 0)))
+        samples['weigher slot'].append(
+            _cpu_ms(lambda: weight_handler.get_weighed_objects(
+                [ConstantWeigher()], passed, spec))
+            - _cpu_ms(lambda: weight_handler.get_weighed_objects(
+                [], passed, spec)))
+    return {part: statistics.median(values)
+            for part, values in samples.items()}
 
 
 def percentile(values, percent):
@@ -734,6 +823,21 @@ def format_table(results, sqlite_api_db=False):
                          'time): %s' % (r['hosts'], name, ', '.join(
                              '%s %.0f %%' % (category, share * 100)
                              for category, share in r['profile'][name])))
+    lines.append('')
+    for r in results:
+        parts = r['overhead_parts_ms']
+        upstream_ms = r['ms_per_request']['upstream']
+        slots = parts['filter slot'] + parts['weigher slot']
+        lines.append(
+            '%d hosts, where the overhead goes (CPU ms per request, median; '
+            '%% of upstream ms/req): nova-ext\'s own code %.1f (%.1f %%); '
+            'Nova\'s handlers, for one more filter %.1f and one more '
+            'weigher %.1f whatever they do (%.1f %%, the least any filter '
+            'and weigher add)' % (
+                r['hosts'], parts['own code'],
+                parts['own code'] / upstream_ms * 100,
+                parts['filter slot'], parts['weigher slot'],
+                slots / upstream_ms * 100))
     lines.append('')
     for r in results:
         queries = r['stub_db_queries_per_request']['nova-ext']
