@@ -649,7 +649,8 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
     # untimed for the ratios: the parts of the overhead, apart
     overhead_parts = where_overhead_goes(
         configs, filter_handler, weight_handler, candidates,
-        [make_request_spec(rng, images, group) for _ in range(requests)])
+        [make_request_spec(rng, images, group) for _ in range(requests)],
+        heartbeat)
     result = {
         'hosts': num_hosts,
         'candidates': len(candidates),
@@ -721,7 +722,7 @@ def _cpu_ms(function):
 
 
 def where_overhead_goes(configs, filter_handler, weight_handler, candidates,
-                        specs):
+                        specs, heartbeat):
     """{part: median CPU ms of this thread over ``specs``} for the parts of
     +nova-ext's overhead: nova-ext's own code (its filters' ``filter_all``
     and its weighers' ``weigh_objects``, called as the handlers call them),
@@ -738,6 +739,8 @@ def where_overhead_goes(configs, filter_handler, weight_handler, candidates,
                     if type(w) not in upstream_classes]
     samples = collections.defaultdict(list)
     for spec in specs:
+        # the services stay up, as between timed requests
+        heartbeat()
         passed = filter_handler.get_filtered_objects(
             upstream['filters'], candidates, spec, 0)
 
