@@ -36,6 +36,32 @@ def require_services():
             raise RuntimeError('%s is not reachable on %s:%d (%s); start it '
                                'with: %s' % (name, address[0], address[1],
                                              error, start))
+    _allow_connections(MARIADB_CONNECTIONS)
+
+
+# Each test cloud runs several Nova and placement processes, each with
+# oslo.db's default pool (5 connections, 50 more under load): two system
+# tests in parallel went past MariaDB's default of 151 ('Too many
+# connections', CI of 2026-11-26). DevStack configures 1024.
+MARIADB_CONNECTIONS = 1024
+
+
+def _allow_connections(wanted):
+    """Raise MariaDB's max_connections to ``wanted`` for the server's life
+    (as DevStack's my.cnf does), or say how when it cannot be done.
+    """
+    try:
+        with Databases.connect() as connection:
+            cursor = connection.cursor()
+            cursor.execute("SELECT @@GLOBAL.max_connections")
+            (allowed,), = cursor.fetchall()
+            if allowed < wanted:
+                cursor.execute('SET GLOBAL max_connections = %d' % wanted)
+    except pymysql.MySQLError as error:
+        raise RuntimeError(
+            'MariaDB must allow %d connections for the system tests (%s); '
+            'run as its root: SET GLOBAL max_connections = %d'
+            % (wanted, error, wanted))
 
 
 class Databases(fixtures.Fixture):
