@@ -29,6 +29,7 @@ failure_domain``. Aggregates win where both name a domain.
 """
 
 import collections
+import functools
 import operator
 import threading
 import time
@@ -169,43 +170,6 @@ class Memo(dict):
         return value
 
 
-def host_domain_memo(level, own_domain, trait_domains, use_aggregates,
-                     aggregate_domains):
-    """A :class:`Memo` of :func:`host_domain` at ``level`` for the hosts of
-    one request, at a lower price per host: a host's domain comes from
-    ``aggregate_domains``, the request's memo of its aggregates' domains;
-    a host they do not place (none, or several conflicting) goes the whole
-    way, traits and own domain.
-    """
-    def domain_of(host_state):
-        return host_domain(host_state, level, own_domain, trait_domains,
-                           use_aggregates, aggregate_domains)
-
-    if level == HOST_LEVEL or not use_aggregates:
-        return Memo(domain_of)
-    key = AGGREGATE_KEY_PREFIX + level
-
-    def find(host_state):
-        found = NO_DOMAIN
-        for aggregate in host_state.aggregates:
-            try:
-                domain = aggregate_domains[id(aggregate)]
-            except KeyError:
-                domain = aggregate_domains[id(aggregate)] = (
-                    aggregate.metadata.get(key))
-            if domain is None or domain == found:
-                continue
-            if found is not NO_DOMAIN:
-                # a conflict, which host_domain logs and settles
-                return domain_of(host_state)
-            found = domain
-        if found is NO_DOMAIN:
-            return domain_of(host_state)
-        return found
-
-    return Memo(find)
-
-
 def _normalized(text):
     return os_traits.normalize_name(text)[len('CUSTOM_'):]
 
@@ -248,17 +212,53 @@ def host_domain(host_state, level, own_domain=None, trait_domains=None,
     """
     if level == HOST_LEVEL:
         return 'host:' + host_state.host
-    key = AGGREGATE_KEY_PREFIX + level
     found = NO_DOMAIN
-    for aggregate in host_state.aggregates if use_aggregates else ():
-        if aggregate_domains is None:
-            domain = aggregate.metadata.get(key)
-        else:
-            try:
-                domain = aggregate_domains[id(aggregate)]
-            except KeyError:
-                domain = aggregate_domains[id(aggregate)] = (
-                    aggregate.metadata.get(key))
+    if use_aggregates:
+        found = _aggregates_domain(
+            host_state, level, AGGREGATE_KEY_PREFIX + level,
+            {} if aggregate_domains is None else aggregate_domains)
+    if found is NO_DOMAIN:
+        return _domain_without_aggregates(host_state, own_domain,
+                                          trait_domains)
+    return found
+
+
+def host_domain_memo(level, own_domain, trait_domains, use_aggregates,
+                     aggregate_domains):
+    """A :class:`Memo` of :func:`host_domain` at ``level`` for the hosts of
+    one request (``aggregate_domains``: the request's memo of its
+    aggregates' domains). What :func:`host_domain` decides once per call,
+    it decides here once per request: a call per host costs at 10,000
+    candidates.
+    """
+    if level == HOST_LEVEL or not use_aggregates:
+        return Memo(functools.partial(
+            host_domain, level=level, own_domain=own_domain,
+            trait_domains=trait_domains, use_aggregates=use_aggregates,
+            aggregate_domains=aggregate_domains))
+    key = AGGREGATE_KEY_PREFIX + level
+
+    def domain_of(host_state):
+        found = _aggregates_domain(host_state, level, key, aggregate_domains)
+        if found is NO_DOMAIN:
+            return _domain_without_aggregates(host_state, own_domain,
+                                              trait_domains)
+        return found
+
+    return Memo(domain_of)
+
+
+def _aggregates_domain(host_state, level, key, aggregate_domains):
+    """The domain the host's aggregates name under ``key``; NO_DOMAIN when
+    none does, or when two disagree (logged).
+    """
+    found = NO_DOMAIN
+    for aggregate in host_state.aggregates:
+        try:
+            domain = aggregate_domains[id(aggregate)]
+        except KeyError:
+            domain = aggregate_domains[id(aggregate)] = (
+                aggregate.metadata.get(key))
         if domain is None or domain == found:
             continue
         if found is NO_DOMAIN:
@@ -270,10 +270,14 @@ def host_domain(host_state, level, own_domain=None, trait_domains=None,
                     "%(level)s", {'host': host_state.host, 'key': key,
                                   'first': found, 'second': domain,
                                   'level': level})
-        found = NO_DOMAIN
-        break
-    if found is not NO_DOMAIN:
-        return found
+        return NO_DOMAIN
+    return found
+
+
+def _domain_without_aggregates(host_state, own_domain, trait_domains):
+    """The domain of a host its aggregates do not place: its provider's
+    one trait domain, else its own (``own_domain``), else NO_DOMAIN.
+    """
     if trait_domains:
         from_traits = trait_domains.get(host_state.nodename, ())
         if len(from_traits) == 1:
