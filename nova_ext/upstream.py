@@ -21,6 +21,7 @@ on a module that names one directly.
 import collections
 import importlib
 import inspect
+import itertools
 
 SUPPORTED_NOVA_MAJORS = (33, 34)
 
@@ -103,6 +104,29 @@ INTERNALS = (
              'commands parse Nova\'s defaults only when nothing did'),
 )
 
+# How some of Nova's public objects behave, which nova-ext's per-request
+# memos rely on: checked by problems() like the internals above.
+Assumption = collections.namedtuple('Assumption', 'path behaviour why')
+
+HASHED_BY_IDENTITY = 'hashes and compares by identity'
+
+ASSUMPTIONS = (
+    Assumption('nova.scheduler.host_manager.HostState', HASHED_BY_IDENTITY,
+               'a request\'s failure-domain spread remembers each candidate '
+               'host state\'s domain keyed by the object and its candidates '
+               'as a frozenset of them (nova_ext.scheduler.failure_domains): '
+               'host states equal by value would share a domain, unhashable '
+               'ones would fail every spread request'),
+    Assumption('nova.objects.aggregate.Aggregate', HASHED_BY_IDENTITY,
+               'the weighers gather the candidates\' aggregates in a set, '
+               'one read per aggregate object (nova_ext.scheduler.weights)'),
+)
+
+_BEHAVIOUR_HOLDS = {
+    HASHED_BY_IDENTITY: lambda cls: (cls.__hash__ is object.__hash__
+                                     and cls.__eq__ is object.__eq__),
+}
+
 _BY_PATH = {internal.path: internal for internal in INTERNALS}
 
 
@@ -120,21 +144,28 @@ def resolve(path):
     raise ImportError(path)
 
 
-def problems(internals=INTERNALS):
-    """One line per internal that is gone or changed; empty when all hold."""
+def problems(internals=INTERNALS, assumptions=ASSUMPTIONS):
+    """One line per internal that is gone or changed and per assumption
+    that no longer holds; empty when all hold.
+    """
     found = []
-    for internal in internals:
+    for entry in itertools.chain(internals, assumptions):
         try:
-            target = resolve(internal.path)
+            target = resolve(entry.path)
         except (ImportError, AttributeError) as error:
-            found.append('%s: missing (%s)' % (internal.path, error))
+            found.append('%s: missing (%s)' % (entry.path, error))
             continue
-        if internal.signature is None:
+        if isinstance(entry, Assumption):
+            if not _BEHAVIOUR_HOLDS[entry.behaviour](target):
+                found.append('%s: no longer %s, as nova-ext expects: %s' % (
+                    entry.path, entry.behaviour, entry.why))
+            continue
+        if entry.signature is None:
             continue
         actual = str(inspect.signature(target))
-        if actual != internal.signature:
+        if actual != entry.signature:
             found.append('%s: signature changed: nova-ext expects %s, '
-                         'Nova has %s' % (internal.path, internal.signature,
+                         'Nova has %s' % (entry.path, entry.signature,
                                           actual))
     return found
 

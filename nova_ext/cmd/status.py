@@ -89,7 +89,8 @@ class Checks(upgradecheck.UpgradeCommands):
         if problems:
             return Result(Code.FAILURE, '; '.join(problems))
         return Result(Code.SUCCESS, '%d internals present, signatures as '
-                      'expected' % len(upstream.INTERNALS))
+                      'expected; %d assumptions hold' % (
+                          len(upstream.INTERNALS), len(upstream.ASSUMPTIONS)))
 
     def _check_driver_shim(self):
         from nova_ext.virt.libvirt import shim

@@ -122,6 +122,14 @@ class UpstreamInternalsTest(testtools.TestCase):
         self.assertTrue(problem.startswith(
             'nova.scheduler.manager.NoSuchManager.run: missing'), problem)
 
+    def test_an_object_compared_by_value_is_named(self):
+        # Fraction defines __eq__ and __hash__ from its value
+        by_value = upstream.Assumption('fractions.Fraction',
+                                       upstream.HASHED_BY_IDENTITY, 'test')
+        [problem] = upstream.problems([], [by_value])
+        self.assertEqual('fractions.Fraction: no longer hashes and compares '
+                         'by identity, as nova-ext expects: test', problem)
+
     def test_every_internal_is_used_by_nova_ext(self):
         # An entry nobody uses any more hides the real list. The registry
         # itself does not count as a use; upstream.py's helpers do.
