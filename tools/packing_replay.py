@@ -7,26 +7,30 @@ configurations only, to explore BinPackingWeigher's scoring on many seeds.
         --seeds 1 2 3 4 5 --shape-weight 0 20
 
 The simulator runs Nova's real scheduler code (about 10 ms a request on 100
-hosts, five times that on 500); this replays the same arrivals in NumPy in
-seconds. It re-implements what decides a placement in the built-in
-``nova-packing`` and ``nova-ext-bin-packing`` fragments and nothing else:
-placement's capacity check (allocation ratios, maintenance hosts left out),
-host anti-affinity of server groups (ServerGroupAntiAffinityFilter, one
-member per host), then the best score, ties to the first host, as Nova's
-stable sort and ``host_subset_size = 1`` do. ``bin-packing`` is
-BinPackingWeigher's formula (nova_ext/scheduler/weights/bin_packing.py,
-all resources weighted 1); ``nova-packing`` is Nova's RAM, CPU and disk
-weighers at -1, each normalised over the candidates. Every other weigher of
-those fragments gives all hosts the same weight in the simulator. Soft
-group policies, host classes with isolation, failure-domain filters and
-departures are not modelled: use the simulator for anything else, and
-check a result there before quoting it.
+hosts, 22-34 ms on 500: 5 to 10 minutes a run there on a quiet machine);
+this replays the same arrivals in NumPy in seconds. It re-implements what
+decides a placement in the built-in ``nova-packing`` and
+``nova-ext-bin-packing`` fragments and nothing else: placement's capacity
+check (allocation ratios, maintenance hosts left out), host anti-affinity of
+server groups (ServerGroupAntiAffinityFilter, one member per host), then the
+best score, ties to the first host, as Nova's stable sort and
+``host_subset_size = 1`` do. ``bin-packing`` is BinPackingWeigher's formula
+(nova_ext/scheduler/weights/bin_packing.py, all resources weighted 1);
+``nova-packing`` is Nova's RAM, CPU and disk weighers at -1, each
+normalised over the candidates. Every other weigher of those fragments gives
+all hosts the same weight in the simulator. Soft group policies, host
+classes with isolation, failure-domain filters and departures are not
+modelled: use the simulator for anything else, and check a result there
+before quoting it.
 
 Cross-check (2026-11-25): on cluster-100.yaml, seeds 1-5, both
 configurations (and bin packing with shape weights 0 and 20) placed exactly
 as many instances before the first NoValidHost here as in
 ``tools/simulator_figures.py``; on cluster-500.yaml the first 3000
 placements of seed 5 (shape weight 20) were the simulator's, host by host.
+Full runs (2026-11-26): on cluster-500.yaml, seeds 1-5, both configurations
+(shape weight 20) placed exactly as many instances here as in
+``tools/simulator_figures.py``.
 """
 
 import argparse
