@@ -744,17 +744,18 @@ def where_overhead_goes(configs, filter_handler, weight_handler, candidates,
         passed = filter_handler.get_filtered_objects(
             upstream['filters'], candidates, spec, 0)
 
-        kept = [passed]
+        kept = passed
 
         def own_filters_pass():
+            nonlocal kept
             for own_filter in own_filters:
-                kept[0] = list(own_filter.filter_all(kept[0], spec))
+                kept = list(own_filter.filter_all(kept, spec))
 
         filters_ms = _cpu_ms(own_filters_pass)
         # Nova's weight handler wraps the hosts once whatever the weighers:
         # not nova-ext's cost, so built untimed
         weighed = [weight_handler.object_class(host_state, 0.0)
-                   for host_state in kept[0]]
+                   for host_state in kept]
         weighers_ms = _cpu_ms(lambda: [
             weigher.weigh_objects(weighed, spec) for weigher in own_weighers])
         samples['own code'].append(filters_ms + weighers_ms)
