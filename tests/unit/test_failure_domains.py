@@ -75,6 +75,43 @@ class DomainFinderTest(test.NoDBTestCase):
         self.assertIn('different %s (r1, r2)' % RACK,
                       self.stdlog.logger.output)
 
+    def test_hosts_sharing_aggregate_objects(self):
+        # as nova-scheduler's HostManager gives them: one object per
+        # aggregate, shared by its hosts
+        r1 = objects.Aggregate(id=1, metadata={RACK: 'r1'})
+        r2 = objects.Aggregate(id=2, metadata={RACK: 'r2'})
+        zone = objects.Aggregate(id=3, metadata={'availability_zone': 'z'})
+
+        def shared(name, *aggregates):
+            return fakes.FakeHostState(name, name,
+                                       {'aggregates': list(aggregates)})
+
+        hosts = [shared('h1', r1, zone), shared('h2', r1, zone),
+                 shared('h3', r1, r2), shared('h4', r1, r2),
+                 shared('h5', zone), shared('h6', zone), shared('h7', r2)]
+        trait_domains = {'h6': {'R6'}}
+        finder = failure_domains.host_domain_memo('rack', True,
+                                                  trait_domains, True, {})
+        spread = failure_domains.SpreadRequest(
+            'rack', 1, {}, True, trait_domains=trait_domains,
+            aggregate_domains={}, host_domains=finder)
+
+        self.assertEqual(['r1', 'r1', 'host:h3', 'host:h4', 'host:h5', 'R6',
+                          'r2'], spread.domains_of(hosts))
+        self.assertEqual([spread.domain_of(h) for h in hosts],
+                         spread.domains_of(hosts))
+        # each set of aggregates was read once, for all the hosts in it
+        self.assertEqual({(r1, zone), (r1, r2), (zone,), (r2,)},
+                         set(finder.by_aggregates))
+        # the weigher asks again for the hosts the filter kept
+        self.assertEqual(['host:h4', 'host:h5', 'R6'],
+                         spread.domains_of(hosts[3:6]))
+        # every host of the disagreeing pair is named in the log
+        for name in ('h3', 'h4'):
+            self.assertIn('host %s is in aggregates declaring different %s '
+                          '(r1, r2)' % (name, RACK),
+                          self.stdlog.logger.output)
+
 
 class TraitDomainTest(test.NoDBTestCase):
     """Compute-reported domains: CUSTOM_NOVA_EXT_FD_<LEVEL>_<DOMAIN>."""
