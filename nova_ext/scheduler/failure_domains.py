@@ -31,7 +31,6 @@ failure_domain``. Aggregates win where both name a domain.
 import collections
 import functools
 import itertools
-import operator
 import threading
 import time
 import typing as ty
@@ -45,6 +44,7 @@ from nova_ext import cache
 from nova_ext import conf as ext_conf
 from nova_ext import numbers
 from nova_ext.scheduler import aggregate_keys
+from nova_ext.scheduler import host_facts
 from nova_ext.scheduler import spread_constraints
 
 CONF = cfg.CONF
@@ -58,8 +58,6 @@ SPREAD_MAX_PER_DOMAIN = 'nova_ext:spread_max_per_domain'
 SPREAD_CONSTRAINTS = spread_constraints.KEY
 HOST_LEVEL = spread_constraints.HOST_LEVEL
 
-_HOST_NAME = operator.attrgetter('host')
-_AGGREGATES = operator.attrgetter('aggregates')
 
 # Policies whose members may be spread; an affinity group asks the opposite.
 SPREADABLE_POLICIES = ('anti-affinity', 'soft-anti-affinity')
@@ -226,12 +224,13 @@ def host_domain(host_state, level, own_domain=None, trait_domains=None,
 
 
 def host_domain_memo(level, own_domain, trait_domains, use_aggregates,
-                     aggregate_domains):
+                     aggregate_domains, aggregate_sets=None):
     """A :class:`HostDomains` of :func:`host_domain` at ``level`` for the
     hosts of one request (``aggregate_domains``: the request's memo of its
-    aggregates' domains). What :func:`host_domain` decides once per call,
-    it decides here once per request: a call per host costs at 10,000
-    candidates.
+    aggregates' domains; ``aggregate_sets(host_states)``: the request's
+    :func:`host_facts.aggregate_sets`). What :func:`host_domain` decides
+    once per call, it decides here once per request: a call per host costs
+    at 10,000 candidates.
     """
     if level == HOST_LEVEL or not use_aggregates:
         return HostDomains(functools.partial(
@@ -248,7 +247,8 @@ def host_domain_memo(level, own_domain, trait_domains, use_aggregates,
         return found
 
     return HostDomains(domain_of, Memo(functools.partial(
-        _agreed_domain, key, aggregate_domains)))
+        _agreed_domain, key, aggregate_domains)),
+        aggregate_sets or host_facts.read_aggregate_sets)
 
 
 class HostDomains(dict):
@@ -258,17 +258,19 @@ class HostDomains(dict):
     ``place(host_state)`` places a host. With ``by_aggregates``, a
     :class:`Memo` of the domain a set of aggregates names (a tuple of
     aggregate objects: the hosts of a rack share theirs, and Nova's objects
-    hash by identity), :meth:`of` places many hosts at a price per host paid
-    without Python bytecode: 10,000 candidates share a few hundred sets.
+    hash by identity), and ``aggregate_sets(host_states)``, which reads
+    them, :meth:`of` places many hosts at a price per host paid without
+    Python bytecode: 10,000 candidates share a few hundred sets.
     A host whose aggregates name no domain, or disagree, is placed by
     ``place``, which logs the disagreement and looks further (traits, its
     own domain).
     """
 
-    def __init__(self, place, by_aggregates=None):
+    def __init__(self, place, by_aggregates=None, aggregate_sets=None):
         super().__init__()
         self.place = place
         self.by_aggregates = by_aggregates
+        self.aggregate_sets = aggregate_sets
 
     def __missing__(self, host_state):
         domain = self[host_state] = self.place(host_state)
@@ -280,8 +282,8 @@ class HostDomains(dict):
         if self.by_aggregates is not None and len(self) < len(host_states):
             unplaced = list(itertools.filterfalse(self.__contains__,
                                                   host_states))
-            domains = list(map(self.by_aggregates.__getitem__, map(
-                tuple, map(_AGGREGATES, unplaced))))
+            domains = list(map(self.by_aggregates.__getitem__,
+                               self.aggregate_sets(unplaced)))
             self.update(zip(unplaced, domains))
             if NO_DOMAIN in domains:
                 for host_state, domain in zip(unplaced, domains):
@@ -614,9 +616,10 @@ def _spread_requests(spec_obj, host_states, default_level):
     use_aggregates = 'aggregates' in CONF.nova_ext.failure_domain_sources
     if use_aggregates:
         warn_near_misses(host_states)
-    # by name; the names read in one pass that pays no Python bytecode
-    # per host (10,000 of them on a large cloud)
-    candidates = dict(zip(map(_HOST_NAME, host_states), host_states))
+    # by name; the names read once per request (the image weigher reads
+    # them too), in one pass that pays no Python bytecode per host
+    candidates = dict(zip(host_facts.names(spec_obj, host_states),
+                          host_states))
     per_host = live_members.per_host(group)
     if per_host is None:
         per_host = _members_per_host(group, spec_obj.instance_uuid,
@@ -628,7 +631,8 @@ def _spread_requests(spec_obj, host_states, default_level):
         if constraint.level not in counted:
             counted[constraint.level] = _count_at_level(
                 constraint.level, per_host, candidates, own_domain,
-                use_aggregates)
+                use_aggregates, functools.partial(host_facts.aggregate_sets,
+                                                  spec_obj))
         per_domain, trait_domains, aggregate_domains, host_domains = (
             counted[constraint.level])
         is_max = constraint.kind == spread_constraints.MAX
@@ -641,15 +645,18 @@ def _spread_requests(spec_obj, host_states, default_level):
     return requests
 
 
-def _count_at_level(level, per_host, candidates, own_domain, use_aggregates):
+def _count_at_level(level, per_host, candidates, own_domain, use_aggregates,
+                    aggregate_sets):
     """(members per domain, trait domains, aggregate-domain memo,
     host-domain memo) at ``level``, members counted per host by
-    ``per_host``.
+    ``per_host``; ``aggregate_sets``: the request's
+    :func:`host_facts.aggregate_sets`.
     """
     trait_domains = {} if level == HOST_LEVEL else _trait_domains(level)
     aggregate_domains = {}
     host_domains = host_domain_memo(level, own_domain, trait_domains,
-                                    use_aggregates, aggregate_domains)
+                                    use_aggregates, aggregate_domains,
+                                    aggregate_sets)
     unlisted = [host for host in per_host if host not in candidates]
     unlisted_domains = _domains_of_unlisted_hosts(
         unlisted, level, own_domain, trait_domains, use_aggregates)

@@ -175,7 +175,7 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.override_more_multipliers()
         self.flags(bin_packing_weight_multiplier=1.5, group='nova_ext')
         parts = weights.NovaExtWeighers().parts
-        columns = weights.multipliers_per_part(parts, self.hosts)
+        columns = weights.multipliers_per_part(parts, self.hosts, request())
         for part, column in zip(parts, columns):
             option = part.multiplier_option
             configured = getattr(weights.CONF.nova_ext, option)

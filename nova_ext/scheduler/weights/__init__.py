@@ -28,6 +28,7 @@ from nova import weights as nova_weights
 from nova_ext import conf as ext_conf
 from nova_ext import loader
 from nova_ext.scheduler import aggregate_keys
+from nova_ext.scheduler import host_facts
 from nova_ext.scheduler import request_filters
 
 CONF = cfg.CONF
@@ -36,7 +37,7 @@ LOG = logging.getLogger(__name__)
 
 NAMESPACE = 'nova_ext.scheduler.weights'
 
-_AGGREGATES = operator.attrgetter('aggregates')
+_WEIGHED_OBJECT = operator.attrgetter('obj')
 
 # Nova's ServerGroupSoftAffinityWeigher and ServerGroupSoftAntiAffinityWeigher
 # carry these policies; nova-ext's weighers must not outvote them.
@@ -158,10 +159,13 @@ class NovaExtWeighers(weights.BaseHostWeigher):
         self.parts = [cls() for cls in plugin_weighers()]
 
     def weight_multiplier(self, host_state):
-        return 1.0
+        # an int: Nova's handler formats the multiplier into a debug string
+        # for every host whatever the log level, and 1 formats in half the
+        # time 1.0 does (~1.5 ms at 10,000 hosts); 1 * weight is the weight
+        return 1
 
     def weigh_objects(self, weighed_obj_list, spec_obj):
-        host_states = [weighed.obj for weighed in weighed_obj_list]
+        host_states = list(map(_WEIGHED_OBJECT, weighed_obj_list))
         totals = numpy.zeros(len(host_states))
         # (part, normalised weights) of the per-request parts that have
         # something to say: their multipliers are read together, below
@@ -192,7 +196,8 @@ class NovaExtWeighers(weights.BaseHostWeigher):
         if voting:
             try:
                 columns = multipliers_per_part(
-                    [part for part, _normalised in voting], host_states)
+                    [part for part, _normalised in voting], host_states,
+                    spec_obj)
             except Exception:
                 # part by part, so that whatever failed costs one vote
                 columns = [None] * len(voting)
@@ -229,10 +234,10 @@ class NovaExtWeighers(weights.BaseHostWeigher):
             [nova_weights.WeighedObject(host_state, 0.0)], spec_obj)[0]
 
 
-def multipliers_per_part(parts, host_states):
+def multipliers_per_part(parts, host_states, spec_obj):
     """[multiplier of each host, in the order of ``host_states``] for each
     of ``parts`` (PerRequestWeighers), what their ``weight_multiplier``
-    would say host by host.
+    would say host by host for request ``spec_obj``.
 
     Most hosts are in no aggregate overriding a nova-ext multiplier: they
     get every part's configured multiplier. Each aggregate object is read
@@ -244,10 +249,10 @@ def multipliers_per_part(parts, host_states):
                   for part in parts]
     keys = [part._aggregate_key for part in parts]
     columns = [[multiplier] * len(host_states) for multiplier in configured]
-    # every aggregate object once: the hosts of a rack share it (Nova's
-    # objects hash by identity)
-    aggregates = set(itertools.chain.from_iterable(
-        map(_AGGREGATES, host_states)))
+    # every aggregate object once: the hosts of a rack share them (Nova's
+    # objects hash by identity), and the filters have read them already
+    aggregates = set(itertools.chain.from_iterable(set(
+        host_facts.aggregate_sets(spec_obj, host_states))))
     overriding = {aggregate for aggregate in aggregates
                   if any(key in aggregate.metadata for key in keys)}
     if not overriding:

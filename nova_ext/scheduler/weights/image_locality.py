@@ -19,7 +19,7 @@ Where there is no database (``nova-ext-manage simulate``), the model in
 place (:func:`nova_ext.cache.answered_by`) answers instead, uncached.
 """
 
-import operator
+import functools
 
 from oslo_log import log as logging
 
@@ -28,11 +28,10 @@ from nova.db.main import api as main_db
 from nova.db.main import models
 
 from nova_ext import cache
+from nova_ext.scheduler import host_facts
 from nova_ext.scheduler import weights
 
 LOG = logging.getLogger(__name__)
-
-_HOST_NAME = operator.attrgetter('host')
 
 hosts_by_image = cache.TTLLookup('image_locality_cache_seconds')
 
@@ -74,15 +73,18 @@ class ImageLocalityWeigher(weights.PerRequestWeigher):
     multiplier_option = 'image_locality_weight_multiplier'
 
     def prepare(self, spec_obj, host_states):
+        # the hosts' names as the request's filters read them
+        names = functools.partial(host_facts.names, spec_obj)
         if 'is_bfv' in spec_obj and spec_obj.is_bfv:
-            return frozenset()
+            return frozenset(), names
         image = spec_obj.image if 'image' in spec_obj else None
         if image is None or 'id' not in image:
-            return frozenset()
-        return hosts_running_image(image.id)
+            return frozenset(), names
+        return hosts_running_image(image.id), names
 
-    def weigh_all(self, host_states, hosts_with_image):
+    def weigh_all(self, host_states, state):
+        hosts_with_image, names = state
         # 1.0 on a host running the image, else 0.0; no Python bytecode
         # per host, for the 10,000 candidates of a large cloud
         return list(map(float, map(hosts_with_image.__contains__,
-                                   map(_HOST_NAME, host_states))))
+                                   names(host_states))))
