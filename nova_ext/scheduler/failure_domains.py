@@ -279,17 +279,18 @@ class HostDomains(dict):
     def of(self, host_states):
         """[the domain of each of ``host_states``]."""
         # the weigher asks for hosts the filter placed: looked up only
-        if self.by_aggregates is not None and len(self) < len(host_states):
-            unplaced = list(itertools.filterfalse(self.__contains__,
-                                                  host_states))
-            domains = list(map(self.by_aggregates.__getitem__,
-                               self.aggregate_sets(unplaced)))
-            self.update(zip(unplaced, domains))
-            if NO_DOMAIN in domains:
-                for host_state, domain in zip(unplaced, domains):
-                    if domain is NO_DOMAIN:
-                        self[host_state] = self.place(host_state)
-        return list(map(self.__getitem__, host_states))
+        if self.by_aggregates is None or len(self) >= len(host_states):
+            return list(map(self.__getitem__, host_states))
+        domains = list(map(self.by_aggregates.__getitem__,
+                           self.aggregate_sets(host_states)))
+        if NO_DOMAIN in domains:
+            for index, (host_state, domain) in enumerate(
+                    zip(host_states, domains)):
+                if domain is NO_DOMAIN:
+                    domains[index] = self[host_state]
+        # a host placed already gets the same domain again
+        self.update(zip(host_states, domains))
+        return domains
 
 
 def _named_domains(aggregates, key, aggregate_domains):
@@ -616,11 +617,16 @@ def _spread_requests(spec_obj, host_states, default_level):
     use_aggregates = 'aggregates' in CONF.nova_ext.failure_domain_sources
     if use_aggregates:
         warn_near_misses(host_states)
-    # by name; the names read once per request (the image weigher reads
-    # them too), in one pass that pays no Python bytecode per host
-    candidates = dict(zip(host_facts.names(spec_obj, host_states),
-                          host_states))
     per_host = live_members.per_host(group)
+    # the candidates on the members' hosts, by name: the names are read
+    # once per request (the image weigher reads them too), and picked out
+    # in passes that pay no Python bytecode per host
+    members_hosts = (set(group.hosts or ()) if per_host is None
+                     else set(per_host))
+    names = host_facts.names(spec_obj, host_states)
+    on_members_hosts = list(map(members_hosts.__contains__, names))
+    candidates = dict(zip(itertools.compress(names, on_members_hosts),
+                          itertools.compress(host_states, on_members_hosts)))
     if per_host is None:
         per_host = _members_per_host(group, spec_obj.instance_uuid,
                                      candidates)

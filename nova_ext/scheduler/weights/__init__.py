@@ -253,8 +253,10 @@ def multipliers_per_part(parts, host_states, spec_obj):
     # objects hash by identity), and the filters have read them already
     aggregates = set(itertools.chain.from_iterable(set(
         host_facts.aggregate_sets(spec_obj, host_states))))
+    # one read of a versioned object's field per aggregate
+    any_key = frozenset(keys)
     overriding = {aggregate for aggregate in aggregates
-                  if any(key in aggregate.metadata for key in keys)}
+                  if not any_key.isdisjoint(aggregate.metadata)}
     if not overriding:
         return columns
     for index, host_state in enumerate(host_states):
