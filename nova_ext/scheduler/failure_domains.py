@@ -225,19 +225,29 @@ def host_domain(host_state, level, own_domain=None, trait_domains=None,
 
 def host_domain_memo(level, own_domain, trait_domains, use_aggregates,
                      aggregate_domains, aggregate_sets=None):
-    """A :class:`HostDomains` of :func:`host_domain` at ``level`` for the
-    hosts of one request (``aggregate_domains``: the request's memo of its
-    aggregates' domains; ``aggregate_sets(host_states)``: the request's
+    """A :class:`host_facts.PerHost` of :func:`host_domain` at ``level`` for
+    the hosts of one request (``aggregate_domains``: the request's memo of
+    its aggregates' domains; ``aggregate_sets(host_states)``: the request's
     :func:`host_facts.aggregate_sets`). What :func:`host_domain` decides
     once per call, it decides here once per request: a call per host costs
     at 10,000 candidates.
+
+    With aggregates as a source, the hosts are placed by their sets of
+    aggregates (a tuple of aggregate objects: the hosts of a rack share
+    theirs, and Nova's objects hash by identity), each set once, at a price
+    per host paid without Python bytecode: 10,000 candidates share a few
+    hundred sets. A host whose aggregates name no domain, or disagree, is
+    placed alone: the disagreement logged, then traits, then its own domain.
     """
     if level == HOST_LEVEL or not use_aggregates:
-        return HostDomains(functools.partial(
+        return host_facts.PerHost(functools.partial(map, functools.partial(
             host_domain, level=level, own_domain=own_domain,
             trait_domains=trait_domains, use_aggregates=use_aggregates,
-            aggregate_domains=aggregate_domains))
+            aggregate_domains=aggregate_domains)))
     key = AGGREGATE_KEY_PREFIX + level
+    read_sets = aggregate_sets or host_facts.read_aggregate_sets
+    by_aggregates = Memo(functools.partial(_agreed_domain, key,
+                                           aggregate_domains))
 
     def domain_of(host_state):
         found = _aggregates_domain(host_state, level, key, aggregate_domains)
@@ -246,51 +256,17 @@ def host_domain_memo(level, own_domain, trait_domains, use_aggregates,
                                               trait_domains)
         return found
 
-    return HostDomains(domain_of, Memo(functools.partial(
-        _agreed_domain, key, aggregate_domains)),
-        aggregate_sets or host_facts.read_aggregate_sets)
-
-
-class HostDomains(dict):
-    """{host state: its domain at one level} for the hosts of one request:
-    the filter and then the weigher place the same hosts.
-
-    ``place(host_state)`` places a host. With ``by_aggregates``, a
-    :class:`Memo` of the domain a set of aggregates names (a tuple of
-    aggregate objects: the hosts of a rack share theirs, and Nova's objects
-    hash by identity), and ``aggregate_sets(host_states)``, which reads
-    them, :meth:`of` places many hosts at a price per host paid without
-    Python bytecode: 10,000 candidates share a few hundred sets.
-    A host whose aggregates name no domain, or disagree, is placed by
-    ``place``, which logs the disagreement and looks further (traits, its
-    own domain).
-    """
-
-    def __init__(self, place, by_aggregates=None, aggregate_sets=None):
-        super().__init__()
-        self.place = place
-        self.by_aggregates = by_aggregates
-        self.aggregate_sets = aggregate_sets
-
-    def __missing__(self, host_state):
-        domain = self[host_state] = self.place(host_state)
-        return domain
-
-    def of(self, host_states):
-        """[the domain of each of ``host_states``]."""
-        # the weigher asks for hosts the filter placed: looked up only
-        if self.by_aggregates is None or len(self) >= len(host_states):
-            return list(map(self.__getitem__, host_states))
-        domains = list(map(self.by_aggregates.__getitem__,
-                           self.aggregate_sets(host_states)))
+    def domains_of(host_states):
+        domains = list(map(by_aggregates.__getitem__,
+                           read_sets(host_states)))
         if NO_DOMAIN in domains:
             for index, (host_state, domain) in enumerate(
                     zip(host_states, domains)):
                 if domain is NO_DOMAIN:
-                    domains[index] = self[host_state]
-        # a host placed already gets the same domain again
-        self.update(zip(host_states, domains))
+                    domains[index] = domain_of(host_state)
         return domains
+
+    return host_facts.PerHost(domains_of)
 
 
 def _named_domains(aggregates, key, aggregate_domains):

@@ -15,7 +15,6 @@ request (another RequestSpec object) reads again, so a host's current
 aggregates are always the ones used.
 """
 
-import itertools
 import operator
 import threading
 
@@ -25,9 +24,10 @@ _HOST_NAME = operator.attrgetter('host')
 _AGGREGATES = operator.attrgetter('aggregates')
 
 
-class _Facts(dict):
-    """{host state: its fact}, read by ``read_all(host_states)`` (an
-    iterable of their facts, in order) for those not read yet.
+class PerHost(dict):
+    """{host state: its value} for the hosts of one request, read by
+    ``read_all(host_states)`` (an iterable of their values, in order): the
+    filters read the candidates, the weighers look up those that passed.
     """
 
     def __init__(self, read_all):
@@ -40,16 +40,15 @@ class _Facts(dict):
         return value
 
     def of(self, host_states):
-        if not self:
-            # the request's first look: every host is read, in order
-            facts = list(self.read_all(host_states))
-            self.update(zip(host_states, facts))
-            return facts
-        if len(self) < len(host_states):
-            unread = list(itertools.filterfalse(self.__contains__,
-                                                host_states))
-            self.update(zip(unread, self.read_all(unread)))
-        return list(map(self.__getitem__, host_states))
+        """[the value of each of ``host_states``]: looked up when as many
+        hosts were read already (a host not among them is read alone),
+        else read together.
+        """
+        if len(self) >= len(host_states):
+            return list(map(self.__getitem__, host_states))
+        values = list(self.read_all(host_states))
+        self.update(zip(host_states, values))
+        return values
 
 
 def _read_names(host_states):
@@ -73,8 +72,8 @@ class _Request(threading.local):
     def facts(self, spec_obj):
         if self.spec_obj is not spec_obj:
             self.spec_obj = spec_obj
-            self.names = _Facts(_read_names)
-            self.aggregate_sets = _Facts(read_aggregate_sets)
+            self.names = PerHost(_read_names)
+            self.aggregate_sets = PerHost(read_aggregate_sets)
         return self
 
     def clear(self):

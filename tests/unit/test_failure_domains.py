@@ -8,6 +8,7 @@ from nova import test
 from nova.tests.unit.scheduler import fakes
 
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler import host_facts
 
 RACK = failure_domains.AGGREGATE_KEY_PREFIX + 'rack'
 
@@ -90,22 +91,28 @@ class DomainFinderTest(test.NoDBTestCase):
                  shared('h3', r1, r2), shared('h4', r1, r2),
                  shared('h5', zone), shared('h6', zone), shared('h7', r2)]
         trait_domains = {'h6': {'R6'}}
-        finder = failure_domains.host_domain_memo('rack', True,
-                                                  trait_domains, True, {})
+        reads = []
+
+        def aggregate_sets(host_states):
+            reads.append([h.host for h in host_states])
+            return host_facts.read_aggregate_sets(host_states)
+
         spread = failure_domains.SpreadRequest(
             'rack', 1, {}, True, trait_domains=trait_domains,
-            aggregate_domains={}, host_domains=finder)
+            aggregate_domains={}, host_domains=failure_domains
+            .host_domain_memo('rack', True, trait_domains, True, {},
+                              aggregate_sets))
 
         self.assertEqual(['r1', 'r1', 'host:h3', 'host:h4', 'host:h5', 'R6',
                           'r2'], spread.domains_of(hosts))
+        # the filter's candidates are read together, in one pass
+        self.assertEqual([[h.host for h in hosts]], reads)
         self.assertEqual([spread.domain_of(h) for h in hosts],
                          spread.domains_of(hosts))
-        # each set of aggregates was read once, for all the hosts in it
-        self.assertEqual({(r1, zone), (r1, r2), (zone,), (r2,)},
-                         set(finder.by_aggregates))
-        # the weigher asks again for the hosts the filter kept
+        # the weigher asks again for the hosts the filter kept: looked up
         self.assertEqual(['host:h4', 'host:h5', 'R6'],
                          spread.domains_of(hosts[3:6]))
+        self.assertEqual(1, len(reads))
         # every host of the disagreeing pair is named in the log
         for name in ('h3', 'h4'):
             self.assertIn('host %s is in aggregates declaring different %s '
