@@ -476,9 +476,14 @@ class _LastSpreadRequest(threading.local):
         self.spec_obj = self.key = self.answer = None
         self.hosts = frozenset()
 
+    def release(self, spec_obj):
+        if self.spec_obj is spec_obj:
+            self.clear()
+
 
 _last_spread_request = _LastSpreadRequest()
 cache.register_reset(_last_spread_request.clear)
+host_facts.register_release(_last_spread_request.release)
 
 
 def _spread_request_key(spec_obj, host_states, default_level):

@@ -3,15 +3,20 @@
 ranking hosts exactly as the weighers would one by one.
 """
 
+import gc
+import weakref
+
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova import objects
+from nova.scheduler import filters as nova_scheduler_filters
 from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights as nova_scheduler_weights
 from nova import test
 from nova.tests.unit.scheduler import fakes
 
 from nova_ext.scheduler import aggregate_keys
+from nova_ext.scheduler.filters import failure_domain
 from nova_ext.scheduler import weights
 from nova_ext.scheduler.weights import bin_packing
 from nova_ext.scheduler.weights import failure_domain_spread
@@ -127,6 +132,25 @@ class NovaExtWeighersTest(test.NoDBTestCase):
              'ImageLocalityWeigher'],
             sorted(type(part).__name__
                    for part in weights.NovaExtWeighers().parts))
+
+    def test_a_weighed_request_leaves_no_host_behind(self):
+        # Given a request filtered and weighed by Nova's handlers, with
+        # nova-ext's filter and weighers
+        spec_obj = request()
+        passed = nova_scheduler_filters.HostFilterHandler(
+        ).get_filtered_objects(
+            [failure_domain.FailureDomainAntiAffinityFilter()], self.hosts,
+            spec_obj)
+        weighed = self.handler.get_weighed_objects(
+            [weights.NovaExtWeighers()], passed, spec_obj)
+        self.assertEqual(8, len(weighed))
+        # When nova-scheduler drops a host (its compute service deleted)
+        # while this thread waits for its next request
+        gone = weakref.ref(self.hosts.pop())
+        del passed, weighed
+        gc.collect()
+        # Then nothing nova-ext kept of the request holds it
+        self.assertIsNone(gone())
 
     def test_same_ranking_and_weights_as_one_by_one(self):
         together = self.assertSameAsOneByOne()

@@ -149,6 +149,9 @@ class NovaExtWeighers(weights.BaseHostWeigher):
 
     A weigher that raises is logged and left out of that request, so a
     broken third-party weigher costs its own vote, not the scheduler.
+
+    It is the last nova-ext plugin to see a request's hosts: it then has
+    this thread forget them (:func:`host_facts.release`).
     """
 
     minval = 0.0
@@ -165,6 +168,13 @@ class NovaExtWeighers(weights.BaseHostWeigher):
         return 1
 
     def weigh_objects(self, weighed_obj_list, spec_obj):
+        try:
+            return self._weigh_objects(weighed_obj_list, spec_obj)
+        finally:
+            # the last of nova-ext's plugins to see the request's hosts
+            host_facts.release(spec_obj)
+
+    def _weigh_objects(self, weighed_obj_list, spec_obj):
         host_states = list(map(_WEIGHED_OBJECT, weighed_obj_list))
         totals = numpy.zeros(len(host_states))
         # (part, normalised weights) of the per-request parts that have
