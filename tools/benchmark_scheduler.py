@@ -158,6 +158,7 @@ import cProfile
 import gc
 import json
 import logging
+import math
 import os
 import platform
 import pstats
@@ -645,6 +646,10 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
         ratios.append(totals['nova-ext'] / totals['upstream'])
         cpu_ratios.append(cpu_totals['nova-ext'] / cpu_totals['upstream'])
 
+    # each request's +nova-ext time over its upstream time: the two ran
+    # back to back on the same request spec
+    pair_ratios = [ext / up for up, ext in zip(samples['upstream'],
+                                               samples['nova-ext'])]
     timed_requests = float(requests * args.rounds)
     # untimed for the ratios: the parts of the overhead, apart
     overhead_parts = where_overhead_goes(
@@ -673,6 +678,8 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
         # CPU time of this process: what other processes on the machine
         # take from it is not counted (wall-clock ratios are, and vary
         # more on a shared machine)
+        'request_ratios': pair_ratios,
+        'request_ratio_interval': median_interval(pair_ratios),
         'cpu_ratio': statistics.median(cpu_ratios),
         'cpu_ratio_rounds': cpu_ratios,
         'stub_db_queries_per_request': {
@@ -786,6 +793,28 @@ def percentile(values, percent):
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+def median_interval(values, confidence=0.95):
+    """(median, low, high) of ``values``: [low, high] holds the median of
+    the distribution they are drawn from with probability ``confidence`` at
+    least (order statistics of the sign test: no assumption on the
+    distribution's shape). low and high are None with too few values for
+    that confidence (fewer than 6 at 95 %).
+    """
+    ordered = sorted(values)
+    n = len(ordered)
+    # the largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2:
+    # the median lies below the k-th smallest value with that probability
+    # at most, and above the k-th largest likewise
+    tail = (1.0 - confidence) / 2.0
+    below, k = 0.0, 0
+    while k < n and below + math.comb(n, k) / 2.0 ** n <= tail:
+        below += math.comb(n, k) / 2.0 ** n
+        k += 1
+    if k == 0:
+        return statistics.median(ordered), None, None
+    return statistics.median(ordered), ordered[k - 1], ordered[n - k]
+
+
 def _weigher_name(weigher):
     parts = getattr(weigher, 'parts', None)
     if parts is None:
@@ -846,6 +875,18 @@ def format_table(results, sqlite_api_db=False):
                 parts['own code'] / upstream_ms * 100,
                 parts['filter slot'], parts['weigher slot'],
                 slots / upstream_ms * 100))
+    lines.append('')
+    for r in results:
+        median, low, high = r['request_ratio_interval']
+        lines.append(
+            '%d hosts, request by request (+nova-ext time / upstream time of '
+            'the same request, back to back), over %d requests: median %.3f '
+            '(%+.1f %%), 95 %% confidence interval of the median %s' % (
+                r['hosts'], len(r['request_ratios']), median,
+                (median - 1.0) * 100.0,
+                'n/a (fewer than 6 requests)' if low is None else
+                '%.3f-%.3f (%+.1f to %+.1f %%)' % (
+                    low, high, (low - 1.0) * 100.0, (high - 1.0) * 100.0)))
     lines.append('')
     for r in results:
         queries = r['stub_db_queries_per_request']['nova-ext']
