@@ -130,7 +130,13 @@ wall-clock ratio. ``DB q/req`` is how many database queries a
 +nova-ext request would have made (see above). The lines under the table give
 the ratio of each round, how many hosts each configuration passed to the
 weighers and the queries by kind, then the p50 and p99 of single requests
-over every round. Results are for this machine and Python only: compare
+over every round. "Request by request" is the ratio of each request's
++nova-ext time to its upstream time (the same request spec, back to back),
+its median over every request of every round, and a 95 % confidence
+interval of that median from the sign test's order statistics: whatever
+the shape of the timings, the interval misses the true median in 5 % of
+runs at most. With rounds of a few requests on a machine whose speed
+moves, it is the figure to compare with a target. Results are for this machine and Python only: compare
 ratios, not absolute milliseconds, across machines.
 
 "Where the overhead goes", measured after the timed rounds and apart from
