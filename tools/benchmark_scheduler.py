@@ -136,8 +136,9 @@ its median over every request of every round, and a 95 % confidence
 interval of that median from the sign test's order statistics: whatever
 the shape of the timings, the interval misses the true median in 5 % of
 runs at most. With rounds of a few requests on a machine whose speed
-moves, it is the figure to compare with a target. Results are for this machine and Python only: compare
-ratios, not absolute milliseconds, across machines.
+moves, it is the figure to compare with a target. Results are for this
+machine and Python only: compare ratios, not absolute milliseconds, across
+machines.
 
 "Where the overhead goes", measured after the timed rounds and apart from
 them, splits +nova-ext's extra time in two: nova-ext's own code (the CPU
