@@ -682,11 +682,11 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
         'overhead_parts_ms': overhead_parts,
         'ratio': statistics.median(ratios),
         'ratio_rounds': ratios,
+        'request_ratios': pair_ratios,
+        'request_ratio_interval': median_interval(pair_ratios),
         # CPU time of this process: what other processes on the machine
         # take from it is not counted (wall-clock ratios are, and vary
         # more on a shared machine)
-        'request_ratios': pair_ratios,
-        'request_ratio_interval': median_interval(pair_ratios),
         'cpu_ratio': statistics.median(cpu_ratios),
         'cpu_ratio_rounds': cpu_ratios,
         'stub_db_queries_per_request': {
