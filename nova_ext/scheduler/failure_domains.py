@@ -362,28 +362,27 @@ _checked_aggregates = _CheckedAggregates()
 cache.register_reset(_checked_aggregates.clear)
 
 
-def warn_near_misses(host_states):
-    """Log what nova-ext would ignore in the aggregates of ``host_states``
+def warn_near_misses(aggregate_sets):
+    """Log what nova-ext would ignore in the candidates' aggregates
     (:func:`aggregate_keys.warn_near_misses`, keys from ``[nova_ext]
-    failure_domain_levels``). Walking 10,000 candidates costs more than the
-    rest of the spread request, so the candidates are walked at most once
-    per ``[nova_ext] failure_domain_cache_seconds``, the period nova-ext
-    trusts what it read about domains, and each aggregate object is checked
-    once.
+    failure_domain_levels``). ``aggregate_sets()``: the request's
+    :func:`host_facts.aggregate_sets` of its candidates, asked only when the
+    candidates are walked: at most once per ``[nova_ext]
+    failure_domain_cache_seconds``, the period nova-ext trusts what it read
+    about domains. Each aggregate object is checked once in its life.
     """
     keys = aggregate_keys.keys_read(CONF)
     checked = _checked_aggregates
     if not checked.due(keys):
         return
-    seen = set()
-    for host_state in host_states:
-        for aggregate in host_state.aggregates:
-            if id(aggregate) in seen:
-                continue
-            seen.add(id(aggregate))
-            if aggregate not in checked.objects:
-                aggregate_keys.warn_near_misses(aggregate, keys)
-                checked.objects.add(aggregate)
+    # each aggregate once, in the order the candidates name them, from the
+    # few hundred sets the hosts share (Nova's objects hash by identity)
+    aggregates = dict.fromkeys(itertools.chain.from_iterable(
+        dict.fromkeys(aggregate_sets())))
+    for aggregate in aggregates:
+        if aggregate not in checked.objects:
+            aggregate_keys.warn_near_misses(aggregate, keys)
+            checked.objects.add(aggregate)
 
 
 def _members_per_host(group, instance_uuid, candidates):
@@ -597,7 +596,8 @@ def _spread_requests(spec_obj, host_states, default_level):
     own_domain = CONF.nova_ext.hosts_without_failure_domain == 'host'
     use_aggregates = 'aggregates' in CONF.nova_ext.failure_domain_sources
     if use_aggregates:
-        warn_near_misses(host_states)
+        warn_near_misses(functools.partial(host_facts.aggregate_sets,
+                                           spec_obj, host_states))
     per_host = live_members.per_host(group)
     # the candidates on the members' hosts, by name: the names are read
     # once per request (the image weigher reads them too), and picked out
