@@ -375,11 +375,7 @@ def warn_near_misses(aggregate_sets):
     checked = _checked_aggregates
     if not checked.due(keys):
         return
-    # each aggregate once, in the order the candidates name them, from the
-    # few hundred sets the hosts share (Nova's objects hash by identity)
-    aggregates = dict.fromkeys(itertools.chain.from_iterable(
-        dict.fromkeys(aggregate_sets())))
-    for aggregate in aggregates:
+    for aggregate in host_facts.each_aggregate(aggregate_sets()):
         if aggregate not in checked.objects:
             aggregate_keys.warn_near_misses(aggregate, keys)
             checked.objects.add(aggregate)

@@ -19,6 +19,7 @@ otherwise hold a few MB of them, and keep a removed compute's host state
 alive, until its next request.
 """
 
+import itertools
 import operator
 import threading
 
@@ -65,6 +66,15 @@ def read_aggregate_sets(host_states):
     """
     # no Python bytecode per host
     return map(tuple, map(_AGGREGATES, host_states))
+
+
+def each_aggregate(aggregate_sets):
+    """Each aggregate object of ``aggregate_sets`` once, in the order they
+    name them (a dict's keys): the few hundred sets the hosts share are
+    walked, not every host's (Nova's objects hash by identity).
+    """
+    return dict.fromkeys(itertools.chain.from_iterable(
+        dict.fromkeys(aggregate_sets)))
 
 
 class _Request(threading.local):

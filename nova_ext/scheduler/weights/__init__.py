@@ -13,7 +13,6 @@ weigher's class path (``nova_ext.scheduler.weights.bin_packing.
 BinPackingWeigher``) still loads that weigher on its own.
 """
 
-import itertools
 import operator
 import threading
 
@@ -259,10 +258,10 @@ def multipliers_per_part(parts, host_states, spec_obj):
                   for part in parts]
     keys = [part._aggregate_key for part in parts]
     columns = [[multiplier] * len(host_states) for multiplier in configured]
-    # every aggregate object once: the hosts of a rack share them (Nova's
-    # objects hash by identity), and the filters have read them already
-    aggregates = set(itertools.chain.from_iterable(set(
-        host_facts.aggregate_sets(spec_obj, host_states))))
+    # every aggregate object once: the hosts of a rack share them, and the
+    # filters have read them already
+    aggregates = host_facts.each_aggregate(
+        host_facts.aggregate_sets(spec_obj, host_states))
     # one read of a versioned object's field per aggregate
     any_key = frozenset(keys)
     overriding = {aggregate for aggregate in aggregates
