@@ -162,6 +162,7 @@ Run ``python tools/benchmark_scheduler.py --help`` for the options.
 import argparse
 import collections
 import cProfile
+import fractions
 import gc
 import json
 import logging
@@ -812,10 +813,13 @@ def median_interval(values, confidence=0.95):
     # the largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2:
     # the median lies below the k-th smallest value with that probability
     # at most, and above the k-th largest likewise
-    tail = (1.0 - confidence) / 2.0
-    below, k = 0.0, 0
-    while k < n and below + math.comb(n, k) / 2.0 ** n <= tail:
-        below += math.comb(n, k) / 2.0 ** n
+    # in exact fractions: 2 ** n overflows a float from 1,024 requests on
+    tail = (1 - fractions.Fraction(confidence)) / 2
+    below, k = fractions.Fraction(0), 0
+    while k < n:
+        below += fractions.Fraction(math.comb(n, k), 2 ** n)
+        if below > tail:
+            break
         k += 1
     if k == 0:
         return statistics.median(ordered), None, None

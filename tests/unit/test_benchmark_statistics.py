@@ -37,6 +37,14 @@ class MedianIntervalTest(test.NoDBTestCase):
         self.assertEqual((3, None, None),
                          self.median_interval([1, 2, 3, 4, 5]))
 
+    def test_long_runs(self):
+        # 2 ** n is past a float's range from 1,024 values on
+        median, low, high = self.median_interval(list(range(1, 3001)))
+        self.assertEqual(1500.5, median)
+        # symmetric ranks, about 1.96 x sqrt(n) / 2 = 54 each side
+        self.assertEqual(3001, low + high)
+        self.assertTrue(1440 < low < 1450, low)
+
     def test_holds_the_true_median_as_often_as_claimed(self):
         # Given ratios drawn from a skewed distribution (a slow request
         # now and then, as on a shared machine) with a known median
