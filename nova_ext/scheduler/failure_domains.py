@@ -381,6 +381,25 @@ def warn_near_misses(aggregate_sets):
             checked.objects.add(aggregate)
 
 
+def narrow(spec_obj, requests, host_states, kept):
+    """A filter kept of ``host_states`` those ``kept`` says (a truth value
+    per host, in order): what ``spec_obj`` and its spread ``requests``
+    remember of those hosts in their order (names, aggregates, domains)
+    follows, so that the weighers, handed the hosts kept, read none again.
+    """
+    # one list of the hosts kept, shared by what follows them (each only
+    # replaces it, never changes it)
+    kept_hosts = list(itertools.compress(host_states, kept))
+    host_facts.narrow(spec_obj, host_states, kept, kept_hosts)
+    if _last_spread_request.spec_obj is spec_obj:
+        _last_spread_request.narrow(host_states, kept_hosts)
+    # the constraints at one level share theirs
+    memos = {id(request.host_domains): request.host_domains
+             for request in requests if request.host_domains is not None}
+    for host_domains in memos.values():
+        host_domains.narrow(host_states, kept, kept_hosts)
+
+
 def _members_per_host(group, instance_uuid, candidates):
     """How many members of ``group`` each host holds.
 
@@ -463,17 +482,40 @@ class _LastSpreadRequest(threading.local):
     spec_obj = None
     key = None
     answer = None
-    # the candidate hosts the answer corrected its count with (host states
-    # hash by identity)
-    hosts = frozenset()
+    # the candidate hosts the answer corrected its count with, in order;
+    # the same less those a filter dropped (:func:`narrow`); as a set when
+    # asked about other hosts (host states hash by identity)
+    hosts = ()
+    kept = ()
+    hosts_set = None
 
     def clear(self):
-        self.spec_obj = self.key = self.answer = None
-        self.hosts = frozenset()
+        self.spec_obj = self.key = self.answer = self.hosts_set = None
+        self.hosts = self.kept = ()
 
     def release(self, spec_obj):
         if self.spec_obj is spec_obj:
             self.clear()
+
+    def remember(self, spec_obj, key, answer, host_states):
+        self.spec_obj, self.key, self.answer = spec_obj, key, answer
+        self.hosts = self.kept = list(host_states)
+        self.hosts_set = None
+
+    def counted_with(self, host_states):
+        """Whether the answer's count saw every one of ``host_states``: at
+        the price of one comparison in C for the hosts a filter kept,
+        handed on in order; else at a lookup per host.
+        """
+        if host_states == self.kept:
+            return True
+        if self.hosts_set is None:
+            self.hosts_set = frozenset(self.hosts)
+        return self.hosts_set.issuperset(host_states)
+
+    def narrow(self, host_states, kept_hosts):
+        if host_states == self.kept:
+            self.kept = kept_hosts
 
 
 _last_spread_request = _LastSpreadRequest()
@@ -512,11 +554,10 @@ def spread_requests(spec_obj, host_states, default_level=None):
     key = _spread_request_key(spec_obj, host_states, default_level)
     last = _last_spread_request
     if (last.spec_obj is spec_obj and last.key == key
-            and last.hosts.issuperset(host_states)):
+            and last.counted_with(host_states)):
         return last.answer
     answer = _spread_requests(spec_obj, host_states, default_level)
-    last.spec_obj, last.key, last.answer = spec_obj, key, answer
-    last.hosts = frozenset(host_states)
+    last.remember(spec_obj, key, answer, host_states)
     return answer
 
 

@@ -33,27 +33,67 @@ class PerHost(dict):
     """{host state: its value} for the hosts of one request, read by
     ``read_all(host_states)`` (an iterable of their values, in order): the
     filters read the candidates, the weighers look up those that passed.
+
+    The values of the last list of hosts read are also kept in its order,
+    and :meth:`narrow` keeps them in step with a filter dropping hosts: the
+    weighers, handed the hosts the filters kept in the same order, get
+    them by position (one comparison of the two lists, which Python makes
+    by identity, in C) instead of a lookup per host. The dict by host state
+    is built only when other hosts are asked: at 10,000 candidates building
+    it costs 1-3 ms per fact.
     """
 
     def __init__(self, read_all):
         super().__init__()
         self.read_all = read_all
+        # the last hosts read (a list of our own) and their values, until
+        # they are copied into the dict
+        self._hosts = []
+        self._values = []
 
     def __missing__(self, host_state):
+        self._index()
+        if host_state in self:
+            return self[host_state]
         value, = self.read_all([host_state])
         self[host_state] = value
         return value
 
+    def _index(self):
+        """Copy the hosts kept in order into the dict."""
+        if self._hosts:
+            self.update(zip(self._hosts, self._values))
+            self._hosts, self._values = [], []
+
     def of(self, host_states):
-        """[the value of each of ``host_states``]: looked up when as many
-        hosts were read already (a host not among them is read alone),
+        """[the value of each of ``host_states``]: the values kept in order
+        when these are the same hosts in the same order; looked up when as
+        many hosts were read already (a host not among them is read alone);
         else read together.
         """
+        if not isinstance(host_states, list):
+            host_states = list(host_states)
+        # HostState compares by identity (nova_ext.upstream checks it)
+        if host_states and host_states == self._hosts:
+            return list(self._values)
+        self._index()
         if len(self) >= len(host_states):
             return list(map(self.__getitem__, host_states))
         values = list(self.read_all(host_states))
-        self.update(zip(host_states, values))
-        return values
+        self._hosts, self._values = list(host_states), values
+        return list(values)
+
+    def narrow(self, host_states, kept, kept_hosts=None):
+        """``host_states`` became the hosts of it that ``kept`` (a truth
+        value per host, in order) says: a filter dropped the others. Values
+        kept in the order of ``host_states`` follow. ``kept_hosts``, those
+        hosts already picked out, is shared, never changed.
+        """
+        if host_states and host_states == self._hosts:
+            if kept_hosts is None:
+                kept_hosts = list(itertools.compress(self._hosts, kept))
+            self._hosts = kept_hosts
+            self._values = list(itertools.compress(self._values, kept))
 
 
 def _read_names(host_states):
@@ -116,6 +156,17 @@ def release(spec_obj):
     """
     for forget in _releases:
         forget(spec_obj)
+
+
+def narrow(spec_obj, host_states, kept, kept_hosts=None):
+    """A filter kept of ``host_states`` (this request's candidates, as
+    asked before) those ``kept`` says (a truth value per host, in order):
+    see :meth:`PerHost.narrow`.
+    """
+    facts = _request
+    if facts.spec_obj is spec_obj:
+        facts.names.narrow(host_states, kept, kept_hosts)
+        facts.aggregate_sets.narrow(host_states, kept, kept_hosts)
 
 
 def names(spec_obj, host_states):

@@ -55,3 +55,53 @@ class HostFactsTest(test.NoDBTestCase):
                          host_facts.names(spec_obj, self.hosts))
         self.assertEqual(['h3', 'h1'], host_facts.names(
             spec_obj, [self.hosts[2], self.hosts[0]]))
+
+
+class InOrderTest(test.NoDBTestCase):
+    """PerHost serves the hosts a filter kept by position."""
+
+    def setUp(self):
+        super().setUp()
+        self.hosts = [host('h1'), host('h2'), host('h3')]
+        self.reads = []
+        self.names = host_facts.PerHost(self.read_names)
+
+    def read_names(self, host_states):
+        self.reads.append([h.host for h in host_states])
+        return [h.host for h in host_states]
+
+    def test_the_hosts_a_filter_kept_are_served_in_order(self):
+        # Given a filter read every candidate, then dropped h2
+        self.names.of(self.hosts)
+        self.names.narrow(self.hosts, [True, False, True])
+        # When a weigher asks for the hosts kept, as Nova hands them on
+        kept = [self.hosts[0], self.hosts[2]]
+        # Then it gets their values, without a read or a per-host index
+        self.assertEqual(['h1', 'h3'], self.names.of(kept))
+        self.assertEqual([['h1', 'h2', 'h3']], self.reads)
+        self.assertEqual(0, len(self.names))
+
+    def test_other_hosts_are_looked_up_or_read(self):
+        self.names.of(self.hosts)
+        self.names.narrow(self.hosts, [True, False, True])
+        self.assertEqual(['h3', 'h1'],
+                         self.names.of([self.hosts[2], self.hosts[0]]))
+        # the host the filter dropped is read again, alone
+        self.assertEqual(['h2'], self.names.of([self.hosts[1]]))
+        self.assertEqual([['h1', 'h2', 'h3'], ['h2']], self.reads)
+
+    def test_narrowing_other_hosts_changes_nothing(self):
+        self.names.of(self.hosts)
+        self.names.narrow(self.hosts[:2], [True, False])
+        self.assertEqual(['h1', 'h2', 'h3'], self.names.of(self.hosts))
+        self.assertEqual(['h1', 'h3'],
+                         self.names.of([self.hosts[0], self.hosts[2]]))
+        self.assertEqual(1, len(self.reads))
+
+    def test_callers_changing_their_lists_change_no_answer(self):
+        asked = list(self.hosts)
+        answer = self.names.of(asked)
+        answer[0] = 'changed'
+        asked.reverse()
+        self.assertEqual(['h1', 'h2', 'h3'], self.names.of(self.hosts))
+        self.assertEqual(1, len(self.reads))

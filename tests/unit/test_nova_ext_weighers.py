@@ -16,7 +16,9 @@ from nova import test
 from nova.tests.unit.scheduler import fakes
 
 from nova_ext.scheduler import aggregate_keys
+from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler.filters import failure_domain
+from nova_ext.scheduler import host_facts
 from nova_ext.scheduler import weights
 from nova_ext.scheduler.weights import bin_packing
 from nova_ext.scheduler.weights import failure_domain_spread
@@ -151,6 +153,33 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         gc.collect()
         # Then nothing nova-ext kept of the request holds it
         self.assertIsNone(gone())
+
+    def test_the_weighers_get_by_position_what_the_filter_kept(self):
+        # Given nova-ext's filter ran in Nova's filter handler and dropped
+        # rack r0, which holds the group's member
+        spec_obj = request()
+        passed = nova_scheduler_filters.HostFilterHandler(
+        ).get_filtered_objects(
+            [failure_domain.FailureDomainAntiAffinityFilter()], self.hosts,
+            spec_obj)
+        self.assertEqual(8, len(passed))
+        # When the weighers ask for the names, aggregates and racks of the
+        # hosts that passed, as Nova's weight handler hands them on
+        names = host_facts.names(spec_obj, list(passed))
+        sets = host_facts.aggregate_sets(spec_obj, list(passed))
+        spread, = failure_domains.spread_requests(spec_obj, list(passed))
+        racks = spread.domains_of(list(passed))
+        # Then they get them in order, from what the filter read, with no
+        # index of the request's hosts built for them (the member's host
+        # was read alone, to count the member in its rack)
+        self.assertEqual([h.host for h in passed], names)
+        self.assertEqual([tuple(h.aggregates) for h in passed], sets)
+        self.assertEqual(['r1', 'r2'] * 4, racks)
+        self.assertEqual([], list(host_facts._request.names))
+        self.assertEqual([self.hosts[0]],
+                         list(host_facts._request.aggregate_sets))
+        self.assertEqual([self.hosts[0]], list(spread.host_domains))
+        host_facts.release(spec_obj)
 
     def test_same_ranking_and_weights_as_one_by_one(self):
         together = self.assertSameAsOneByOne()

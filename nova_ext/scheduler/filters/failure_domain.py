@@ -71,6 +71,7 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
                                 request.domains_of(passed)))
             kept = list(itertools.compress(passed, verdicts))
             if len(kept) < len(passed):
+                failure_domains.narrow(spec_obj, requests, passed, verdicts)
                 request, minimum = hard[index]
                 for host_state, verdict in zip(passed, verdicts):
                     if not verdict:
