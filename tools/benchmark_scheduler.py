@@ -145,9 +145,10 @@ them, splits +nova-ext's extra time in two: nova-ext's own code (the CPU
 time of its filters' ``filter_all`` and its weighers' ``weigh_objects``
 over the hosts Nova's default filters keep), and what Nova's handlers
 charge for one more filter and one more weigher whatever they do (a
-pass-through filter, a constant weigher: the weight handler's debug-log
-dicts, formatted string and multiplier call per host). The second is the
-least any filter and weigher pair can add.
+pass-through filter, a weigher whose weights have as many digits as real
+ones: the weight handler's debug-log dicts, formatted string and
+multiplier call per host). The second is the least any filter and weigher
+pair can add.
 
 ``--max-placement-results N`` hands the filters the first N hosts only, as
 placement returns at most ``[scheduler] max_placement_results`` (Nova's
@@ -713,20 +714,31 @@ class PassThroughFilter(scheduler_filters.BaseHostFilter):
         return list(filter_obj_list)
 
 
-class ConstantWeigher(scheduler_weights.BaseHostWeigher):
-    """Weighs nothing: what Nova's weight handler charges for a slot."""
+class SlotProbeWeigher(scheduler_weights.BaseHostWeigher):
+    """Weighs nothing: what Nova's weight handler charges for a slot. Its
+    weights, worked out before the handler is timed, have as many digits
+    as real weighers' (the handler formats each into a debug string, and a
+    17-digit float formats in twice the time 0.5 does).
+    """
 
     minval = 0.0
     maxval = 1.0
 
+    def __init__(self, count):
+        super().__init__()
+        # fractional parts of multiples of the golden ratio: spread over
+        # [0, 1), none of them short
+        self.weights = [(index * 0.6180339887498949) % 1.0
+                        for index in range(1, count + 1)]
+
     def weigh_objects(self, weighed_obj_list, spec_obj):
-        return [0.5] * len(weighed_obj_list)
+        return self.weights[:len(weighed_obj_list)]
 
     def weight_multiplier(self, host_state):
         return 1.0
 
     def _weigh_object(self, host_state, spec_obj):
-        return 0.5
+        return self.weights[0]
 
 
 def _cpu_ms(function):
@@ -742,7 +754,8 @@ def where_overhead_goes(configs, filter_handler, weight_handler, candidates,
     +nova-ext's overhead: nova-ext's own code (its filters' ``filter_all``
     and its weighers' ``weigh_objects``, called as the handlers call them),
     and the price Nova's handlers charge for one more filter and one more
-    weigher whatever they do (a pass-through filter, a constant weigher).
+    weigher whatever they do (a pass-through filter, a weigher whose
+    weights are worked out beforehand).
     """
     upstream = configs['upstream']
     # each configuration has its own weigher instances: told apart by class
@@ -779,9 +792,10 @@ def where_overhead_goes(configs, filter_handler, weight_handler, candidates,
                 [PassThroughFilter()], passed, spec, 0))
             - _cpu_ms(lambda: filter_handler.get_filtered_objects(
                 [], passed, spec, 0)))
+        probe = SlotProbeWeigher(len(passed))
         samples['weigher slot'].append(
             _cpu_ms(lambda: weight_handler.get_weighed_objects(
-                [ConstantWeigher()], passed, spec))
+                [probe], passed, spec))
             - _cpu_ms(lambda: weight_handler.get_weighed_objects(
                 [], passed, spec)))
     return {part: statistics.median(values)
