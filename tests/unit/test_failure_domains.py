@@ -245,6 +245,20 @@ class OneAnswerPerRequestTest(test.NoDBTestCase):
         self.assertIs(first, failure_domains.spread_requests(
             self.spec, self.hosts[1:]))
 
+    def test_the_hosts_a_filter_kept_get_its_answer_without_a_set(self):
+        # Given the filter counted with every host, then kept h3 only
+        first = failure_domains.spread_requests(self.spec, self.hosts)
+        failure_domains.narrow(self.spec, first, self.hosts,
+                               [False, False, True])
+        # When the weigher asks with the host kept, in order
+        # Then it gets the filter's answer, by one comparison of the lists
+        self.assertIs(first, failure_domains.spread_requests(
+            self.spec, self.hosts[2:]))
+        self.assertIsNone(failure_domains._last_spread_request.hosts_set)
+        # and a host the filter dropped was counted with too
+        self.assertIs(first, failure_domains.spread_requests(
+            self.spec, self.hosts[:1]))
+
     def test_more_hosts_than_counted_with_is_a_new_answer(self):
         first = failure_domains.spread_requests(self.spec, self.hosts[:2])
         self.assertIsNot(first, failure_domains.spread_requests(
