@@ -102,6 +102,13 @@ class NovaExtWeighersTest(test.NoDBTestCase):
             [cls() for cls in weighers], self.hosts, spec_obj or request())
         return [(w.obj.host, w.weight) for w in weighed]
 
+    def filtered(self, spec_obj):
+        """The hosts nova-ext's filter passes, run by Nova's handler."""
+        return nova_scheduler_filters.HostFilterHandler(
+        ).get_filtered_objects(
+            [failure_domain.FailureDomainAntiAffinityFilter()], self.hosts,
+            spec_obj)
+
     def assertSameAsOneByOne(self, spec_obj=None):
         one_by_one = self.ranking([bin_packing.BinPackingWeigher,
                                    failure_domain_spread
@@ -139,10 +146,7 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         # Given a request filtered and weighed by Nova's handlers, with
         # nova-ext's filter and weighers
         spec_obj = request()
-        passed = nova_scheduler_filters.HostFilterHandler(
-        ).get_filtered_objects(
-            [failure_domain.FailureDomainAntiAffinityFilter()], self.hosts,
-            spec_obj)
+        passed = self.filtered(spec_obj)
         weighed = self.handler.get_weighed_objects(
             [weights.NovaExtWeighers()], passed, spec_obj)
         self.assertEqual(8, len(weighed))
@@ -158,10 +162,7 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         # Given nova-ext's filter ran in Nova's filter handler and dropped
         # rack r0, which holds the group's member
         spec_obj = request()
-        passed = nova_scheduler_filters.HostFilterHandler(
-        ).get_filtered_objects(
-            [failure_domain.FailureDomainAntiAffinityFilter()], self.hosts,
-            spec_obj)
+        passed = self.filtered(spec_obj)
         self.assertEqual(8, len(passed))
         # When the weighers ask for the names, aggregates and racks of the
         # hosts that passed, as Nova's weight handler hands them on
