@@ -158,10 +158,10 @@ def release(spec_obj):
         forget(spec_obj)
 
 
-def narrow(spec_obj, host_states, kept, kept_hosts=None):
+def narrow(spec_obj, host_states, kept, kept_hosts):
     """A filter kept of ``host_states`` (this request's candidates, as
-    asked before) those ``kept`` says (a truth value per host, in order):
-    see :meth:`PerHost.narrow`.
+    asked before) those ``kept`` says (a truth value per host, in order),
+    ``kept_hosts``: see :meth:`PerHost.narrow`.
     """
     facts = _request
     if facts.spec_obj is spec_obj:
