@@ -98,6 +98,9 @@ run_bench() {
     local failed=0
     bench_one 'upstream ms/req' tools/benchmark_scheduler.py \
         --hosts 40 --rounds 1 --requests 2 || failed=1
+    bench_one 'upstream ms/req' tools/benchmark_scheduler.py \
+        --hosts 40 --max-placement-results 20 --no-group --rounds 1 \
+        --requests 2 || failed=1
     bench_one 'p50 ms' tools/scheduler_curve.py --hosts 40 --cap 20 \
         --rounds 1 --requests 2 --png "$(mktemp -d)/curve.png" || failed=1
     bench_one 'median ms' tools/benchmark_request_filters.py \

@@ -59,6 +59,10 @@ hosts' instance lists, so ServerGroupAntiAffinityFilter keeps every host and
 FailureDomainAntiAffinityFilter sees the members' hosts among its
 candidates. ``--members-on-hosts`` puts them there, as in production:
 ServerGroupAntiAffinityFilter then drops those hosts first.
+``--no-group`` sends requests in no group and with no hint instead: the
+requests Nova caps at ``[scheduler] max_placement_results`` (it lifts the
+cap for a ``group``, ``same_host`` or ``different_host`` hint), so the
+ones to measure with ``--max-placement-results 1000``.
 
 No database
 -----------
@@ -511,6 +515,10 @@ class Group(object):
 
 
 def make_request_spec(rng, images, group):
+    """A request for one server: in ``group`` with the hint
+    ``nova_ext:spread_level=rack``, or, where ``group`` is None, in no group
+    and with no hint (the requests Nova caps at ``max_placement_results``).
+    """
     instance_uuid = _uuid(rng)
     flavor = objects.Flavor(
         id=1, flavorid='bench.2c4g', name='bench.2c4g', vcpus=2,
@@ -525,9 +533,11 @@ def make_request_spec(rng, images, group):
             {'id': rng.choice(images), 'properties': {}}),
         numa_topology=None,
         pci_requests=objects.InstancePCIRequests(requests=[]),
-        instance_group=group.instance_group(instance_uuid),
-        scheduler_hints={'group': [group.uuid],
-                         'nova_ext:spread_level': ['rack']},
+        instance_group=(None if group is None
+                        else group.instance_group(instance_uuid)),
+        scheduler_hints=({} if group is None else
+                         {'group': [group.uuid],
+                          'nova_ext:spread_level': ['rack']}),
         ignore_hosts=None, force_hosts=None, force_nodes=None,
         requested_destination=None, retry=None, limits=None,
         is_bfv=False, requested_resources=[])
@@ -600,7 +610,8 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
     images = [_uuid(rng) for _ in range(NUM_IMAGES)]
     build_start = time.perf_counter()
     host_states, aggregates = build_fleet(num_hosts, rng, images)
-    group = Group(host_states, rng, args.members_on_hosts)
+    group = None if args.no_group else Group(host_states, rng,
+                                             args.members_on_hosts)
     DATABASE.load(host_states, aggregates)
     if api_database is not None:
         api_database.load(aggregates)
@@ -675,7 +686,8 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
         'requests_per_round': requests,
         'rounds': args.rounds,
         'build_seconds': round(build_s, 2),
-        'group_hosts': [hs.host for hs in group.hosts],
+        'group_hosts': [] if group is None else [hs.host
+                                                 for hs in group.hosts],
         'hosts_weighed': passed,
         'chosen_host': chosen,
         'ms_per_request': {name: statistics.median(per_round[name])
@@ -959,6 +971,11 @@ def parse_args(argv=None):
              "lists, as in production: ServerGroupAntiAffinityFilter then "
              "removes those hosts before nova-ext sees them")
     parser.add_argument(
+        '--no-group', action='store_true',
+        help="requests in no server group and with no scheduler hint: "
+             "the requests Nova caps at max_placement_results (it lifts "
+             "the cap for a group, same_host or different_host hint)")
+    parser.add_argument(
         '--sqlite-api-db', action='store_true',
         help="run Nova's AggregateList.get_by_metadata_key against a "
              "temporary SQLite API database holding the fleet's "
@@ -1012,12 +1029,13 @@ def run(args, configs, filter_handler, weight_handler, api_database):
     print('nova-ext scheduler benchmark: python %s on %s, %s' % (
         platform.python_version(), platform.machine(),
         platform.platform(terse=True)))
-    print('scenario: anti-affinity group, hint nova_ext:spread_level=rack, '
-          'members %s their hosts\' instance lists; aggregate queries '
-          'answered by %s' % (
-              'in' if args.members_on_hosts else 'not in',
-              'a SQLite API database' if args.sqlite_api_db
-              else 'an in-memory stub'))
+    print('scenario: %s; aggregate queries answered by %s' % (
+        'no server group, no scheduler hint' if args.no_group else
+        'anti-affinity group, hint nova_ext:spread_level=rack, members %s '
+        'their hosts\' instance lists' % (
+            'in' if args.members_on_hosts else 'not in'),
+        'a SQLite API database' if args.sqlite_api_db
+        else 'an in-memory stub'))
     print('candidates handed to the filters: %s' % (
         'at most %d, the first in provider order (--max-placement-results)'
         % args.max_placement_results if args.max_placement_results
@@ -1042,6 +1060,7 @@ def run(args, configs, filter_handler, weight_handler, api_database):
             'python': platform.python_version(),
             'platform': platform.platform(terse=True),
             'members_on_hosts': args.members_on_hosts,
+            'no_group': args.no_group,
             'sqlite_api_db': args.sqlite_api_db,
             'seed': args.seed,
             'configs': {
