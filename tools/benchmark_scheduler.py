@@ -998,6 +998,9 @@ def parse_args(argv=None):
         help="also write the results as JSON to FILE ('-' for stdout)")
     args = parser.parse_args(argv)
     check_sizes(parser, args)
+    if args.no_group and args.members_on_hosts:
+        parser.error('--members-on-hosts places the members of the group '
+                     'that --no-group leaves out: give one of them')
     return args
 
 
