@@ -59,10 +59,10 @@ hosts' instance lists, so ServerGroupAntiAffinityFilter keeps every host and
 FailureDomainAntiAffinityFilter sees the members' hosts among its
 candidates. ``--members-on-hosts`` puts them there, as in production:
 ServerGroupAntiAffinityFilter then drops those hosts first.
-``--no-group`` sends requests in no group and with no hint instead: the
-requests Nova caps at ``[scheduler] max_placement_results`` (it lifts the
-cap for a ``group``, ``same_host`` or ``different_host`` hint), so the
-ones to measure with ``--max-placement-results 1000``.
+``--no-group`` sends requests in no group and with no hint instead. Nova
+caps only those at ``[scheduler] max_placement_results`` (it lifts the cap
+for a ``group``, ``same_host`` or ``different_host`` hint), so they are
+the requests to measure with ``--max-placement-results 1000``.
 
 No database
 -----------
