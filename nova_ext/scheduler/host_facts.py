@@ -83,6 +83,13 @@ class PerHost(dict):
         self._hosts, self._values = list(host_states), values
         return list(values)
 
+    def holds(self, host_states):
+        """Whether :meth:`of` would look ``host_states`` up rather than
+        read them together (``host_states``: a list).
+        """
+        return bool(host_states) and host_states == self._hosts or (
+            len(self) + len(self._hosts) >= len(host_states))
+
     def narrow(self, host_states, kept, kept_hosts=None):
         """``host_states`` became the hosts of it that ``kept`` (a truth
         value per host, in order) says: a filter dropped the others. Values
@@ -172,6 +179,19 @@ def narrow(spec_obj, host_states, kept, kept_hosts):
 def names(spec_obj, host_states):
     """[the name (``host``) of each of ``host_states``]."""
     return _request.facts(spec_obj).names.of(host_states)
+
+
+def aggregates_of(spec_obj, host_states):
+    """Each aggregate object of ``host_states`` (a list) once, in a dict's
+    keys: from the sets a filter read for request ``spec_obj``, else read
+    now and not kept. Building a tuple per host only to find the few
+    hundred aggregates they share costs 0.1 ms per 1,000 hosts.
+    """
+    sets = _request.facts(spec_obj).aggregate_sets
+    if sets.holds(host_states):
+        return each_aggregate(sets.of(host_states))
+    return dict.fromkeys(itertools.chain.from_iterable(
+        map(_AGGREGATES, host_states)))
 
 
 def aggregate_sets(spec_obj, host_states):

@@ -147,3 +147,15 @@ class BinPackingWeigherTest(test.NoDBTestCase):
                                together[1])
         # beyond capacity: clamped to nothing free, nothing stranded
         self.assertAlmostEqual(-(0.0 + 20 * 0.1), together[2])
+
+    def test_hosts_read_in_batches_keep_their_own_numbers(self):
+        # Given more hosts than one batch reads, each of another size and
+        # usage, so a host weighed with another's numbers shows
+        batch = bin_packing._HOSTS_PER_BATCH
+        hosts = [host('h%d' % i, i % 7, (i % 11) * 512, vcpus=8 + i % 5,
+                      ram_mb=8192 + (i % 3) * 1024)
+                 for i in range(2 * batch + 3)]
+        # When they are weighed together
+        together = self.weigh(*hosts)
+        # Then each gets the weight it gets alone
+        self.assertEqual([self.weigh(h)[0] for h in hosts], together)

@@ -48,6 +48,26 @@ class HostFactsTest(test.NoDBTestCase):
         self.assertEqual([(self.zone,), ()], host_facts.aggregate_sets(
             request(), self.hosts[1:]))
 
+    def test_the_aggregates_of_hosts_no_filter_read_are_not_kept(self):
+        # Given no filter read the request's aggregates (no spread asked)
+        spec_obj = request()
+        # When the multiplier check asks which aggregates the hosts are in
+        found = host_facts.aggregates_of(spec_obj, self.hosts)
+        # Then each comes once, and nothing is kept per host
+        self.assertEqual([id(self.rack), id(self.zone)], list(map(id, found)))
+        self.assertEqual(0, len(host_facts._request.aggregate_sets))
+
+    def test_the_aggregates_of_hosts_a_filter_read_are_those_it_read(self):
+        # Given a filter read every candidate's aggregates
+        spec_obj = request()
+        host_facts.aggregate_sets(spec_obj, self.hosts)
+        # When a host gets another aggregate before the weighers run
+        self.hosts[2].aggregates = [objects.Aggregate(id=3, metadata={})]
+        # Then the request weighs with the aggregates it filtered with
+        self.assertEqual(
+            [id(self.rack), id(self.zone)],
+            list(map(id, host_facts.aggregates_of(spec_obj, self.hosts))))
+
     def test_hosts_not_read_yet_are_read(self):
         spec_obj = request()
         self.assertEqual(['h2'], host_facts.names(spec_obj, self.hosts[1:2]))

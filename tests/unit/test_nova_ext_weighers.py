@@ -237,13 +237,13 @@ class NovaExtWeighersTest(test.NoDBTestCase):
                 [scheduler_utils.get_weight_multiplier(
                     host_state, aggregate_keys.multiplier_key(option),
                     configured)
-                 for host_state in self.hosts], column)
+                 for host_state in self.hosts], column.tolist())
         packing = columns[[type(part) for part in parts].index(
             bin_packing.BinPackingWeigher)]
         # racks r1 and r2 override (host 4 takes the least of 0.5 and 5),
         # the hosts of rack r0 keep the configured multiplier
         self.assertEqual([2.0 if i % 3 == 2 else 0.5 if i % 3 == 1 else 1.5
-                          for i in range(len(self.hosts))], packing)
+                          for i in range(len(self.hosts))], packing.tolist())
 
     def test_parts_standing_aside_leave_the_others_score(self):
         # a soft-anti-affinity group: the packing and image weighers

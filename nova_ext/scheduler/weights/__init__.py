@@ -244,9 +244,10 @@ class NovaExtWeighers(weights.BaseHostWeigher):
 
 
 def multipliers_per_part(parts, host_states, spec_obj):
-    """[multiplier of each host, in the order of ``host_states``] for each
-    of ``parts`` (PerRequestWeighers), what their ``weight_multiplier``
-    would say host by host for request ``spec_obj``.
+    """[an array: the multiplier of each host, in the order of
+    ``host_states``] for each of ``parts`` (PerRequestWeighers), what
+    their ``weight_multiplier`` would say host by host for request
+    ``spec_obj``.
 
     Most hosts are in no aggregate overriding a nova-ext multiplier: they
     get every part's configured multiplier. Each aggregate object is read
@@ -257,11 +258,11 @@ def multipliers_per_part(parts, host_states, spec_obj):
     configured = [getattr(CONF.nova_ext, part.multiplier_option)
                   for part in parts]
     keys = [part._aggregate_key for part in parts]
-    columns = [[multiplier] * len(host_states) for multiplier in configured]
-    # every aggregate object once: the hosts of a rack share them, and the
-    # filters have read them already
-    aggregates = host_facts.each_aggregate(
-        host_facts.aggregate_sets(spec_obj, host_states))
+    columns = [numpy.full(len(host_states), multiplier, dtype=float)
+               for multiplier in configured]
+    # every aggregate object once: the hosts of a rack share them, and a
+    # spread request's filter has read them already
+    aggregates = host_facts.aggregates_of(spec_obj, host_states)
     # one read of a versioned object's field per aggregate
     any_key = frozenset(keys)
     overriding = {aggregate for aggregate in aggregates

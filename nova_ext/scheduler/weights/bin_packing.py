@@ -42,7 +42,6 @@ overrides it), ``bin_packing_resource_weights``,
 ``bin_packing_stranded_weight`` and ``bin_packing_shape_weight``.
 """
 
-import itertools
 import operator
 
 import numpy
@@ -54,13 +53,36 @@ CONF = cfg.CONF
 
 RESOURCES = ('vcpu', 'ram', 'disk')
 
-# What weigh_all reads of each HostState, in one call per host
+# What weigh_all reads of each HostState: the capacities (vCPU, RAM in MiB,
+# disk in GB), their allocation ratios, then what is used or free
 _HOST_FIELDS = (
-    'vcpus_total', 'cpu_allocation_ratio', 'vcpus_used',
-    'total_usable_ram_mb', 'ram_allocation_ratio', 'free_ram_mb',
-    'total_usable_disk_gb', 'disk_allocation_ratio', 'free_disk_mb')
-_HOST_NUMBERS = operator.attrgetter(*_HOST_FIELDS)
-_NUMBERS_PER_HOST = len(_HOST_FIELDS)
+    'vcpus_total', 'total_usable_ram_mb', 'total_usable_disk_gb',
+    'cpu_allocation_ratio', 'ram_allocation_ratio', 'disk_allocation_ratio',
+    'vcpus_used', 'free_ram_mb', 'free_disk_mb')
+_FIELD_READERS = tuple(map(operator.attrgetter, _HOST_FIELDS))
+# Hosts read per batch, one field at a time: a batch's host states stay in
+# the CPU cache from the first field's pass to the last, and a pass of one
+# field costs no tuple per host. At 1,000 candidates that reads the nine
+# fields in 0.75 ms instead of 1.0 (one pass of nine-field tuples), at
+# 10,000 in 6.5 ms instead of 10 (doc/source/benchmark.rst).
+_HOSTS_PER_BATCH = 500
+# capacity units -> the units requested: disk is requested in MiB
+_TO_REQUESTED_UNITS = numpy.array([[1.0], [1.0], [1024.0]])
+
+
+def host_numbers(host_states):
+    """A 9 x len(``host_states``) array: row i holds field
+    ``_HOST_FIELDS[i]`` of every host, in order.
+    """
+    count = len(host_states)
+    numbers = numpy.empty((len(_HOST_FIELDS), count))
+    for start in range(0, count, _HOSTS_PER_BATCH):
+        batch = host_states[start:start + _HOSTS_PER_BATCH]
+        end = start + len(batch)
+        for row, read in zip(numbers, _FIELD_READERS):
+            row[start:end] = numpy.fromiter(map(read, batch), dtype=float,
+                                            count=len(batch))
+    return numbers
 
 
 class BinPackingWeigher(weights.PerRequestWeigher):
@@ -95,31 +117,31 @@ class BinPackingWeigher(weights.PerRequestWeigher):
          shape_weight, asked) = state
         if total_weight <= 0 or not host_states:
             return [0.0] * len(host_states)
-        (vcpus, cpu_ratio, vcpus_used, ram_total, ram_ratio, free_ram,
-         disk_gb, disk_ratio, free_disk) = numpy.fromiter(
-             itertools.chain.from_iterable(map(_HOST_NUMBERS, host_states)),
-             dtype=float, count=len(host_states) * _NUMBERS_PER_HOST,
-        ).reshape(len(host_states), _NUMBERS_PER_HOST).T
-        disk_total = disk_gb * 1024
-        capacity = (vcpus * cpu_ratio, ram_total * ram_ratio,
-                    disk_total * disk_ratio)
-        used = (vcpus_used, ram_total - free_ram, disk_total - free_disk)
+        numbers = host_numbers(list(host_states))
+        # one row per resource, in RESOURCES order
+        totals = numbers[0:3] * _TO_REQUESTED_UNITS
+        capacity = totals * numbers[3:6]
+        used = numpy.empty_like(totals)
+        used[0] = numbers[6]
+        used[1:] = totals[1:] - numbers[7:9]
+        wanted = numpy.array(requested, dtype=float)[:, numpy.newaxis]
+        has_capacity = capacity > 0
         with numpy.errstate(divide='ignore', invalid='ignore'):
-            free = [numpy.where(
-                capacity[r] > 0,
-                numpy.clip((capacity[r] - used[r] - requested[r])
-                           / capacity[r], 0.0, 1.0),
-                0.0) for r in range(len(RESOURCES))]
+            free = numpy.where(
+                has_capacity,
+                numpy.clip((capacity - used - wanted) / capacity, 0.0, 1.0),
+                0.0)
             leftover = (free[0] * resource_weights[0]
                         + free[1] * resource_weights[1]
                         + free[2] * resource_weights[2])
             if not asked:
                 return (-leftover / total_weight).tolist()
-            most = numpy.maximum.reduce([free[r] for r in asked])
-            least = numpy.minimum.reduce([free[r] for r in asked])
+            rows = list(asked)
+            most = free[rows].max(axis=0)
+            least = free[rows].min(axis=0)
             # the request's share of the host, 1 when it has none of r
-            share = numpy.minimum(1.0, numpy.maximum.reduce([
-                numpy.where(capacity[r] > 0, requested[r] / capacity[r],
-                            1.0) for r in asked]))
+            share = numpy.minimum(1.0, numpy.where(
+                has_capacity[rows], wanted[rows] / capacity[rows],
+                1.0).max(axis=0))
         return (-(leftover / total_weight + stranded_weight * (most - least)
                   + shape_weight * share)).tolist()
