@@ -22,11 +22,16 @@ always current, so nothing is remembered meanwhile.
 
 import contextlib
 import threading
+import time
 
 import cachetools
+import futurist
+from futurist import waiters
 from oslo_config import cfg
+from oslo_log import log as logging
 
 CONF = cfg.CONF
+LOG = logging.getLogger(__name__)
 
 _resets = []
 
@@ -159,3 +164,107 @@ class TTLLookup:
     def clear(self):
         with self._lock:
             self._cache = None
+
+
+class RefreshAheadLookup:
+    """``get(key, compute)`` returns ``compute(key)``, remembered for
+    ``[nova_ext] <ttl_option>`` seconds; past them, the remembered answer
+    still serves while one background thread asks again, so no request
+    waits for the database but the first for a key. An answer is never
+    used once twice the TTL old (the background asks failed, or no request
+    came): the next request asks itself. 0, or a :class:`Model` in place:
+    not remembered.
+
+    For answers that steer a preference, where one a few seconds older is
+    as good (which hosts have an image cached): a request that waits for a
+    database round trip there pays more than the preference is worth.
+    Every RefreshAheadLookup of the process asks through one background
+    thread, one question at a time: a burst of expiries cannot flood the
+    database.
+    """
+
+    def __init__(self, ttl_option, maxsize=1024, timer=time.monotonic):
+        self._ttl_option = ttl_option
+        self._maxsize = maxsize
+        self._timer = timer
+        self._lock = threading.Lock()
+        # {key: (answer, when it was asked)}, dropped at twice the TTL
+        self._cache = None
+        self._refreshing = {}
+        # a refresh started before clear() must not fill the new cache
+        self._generation = 0
+        register_reset(self.clear)
+
+    def _current_cache(self):
+        ttl = getattr(CONF.nova_ext, self._ttl_option)
+        if ttl <= 0 or _model is not None:
+            return None, ttl
+        if self._cache is None or self._cache.ttl != 2 * ttl:
+            self._cache = cachetools.TTLCache(self._maxsize, 2 * ttl,
+                                              timer=self._timer)
+        return self._cache, ttl
+
+    def get(self, key, compute):
+        with self._lock:
+            cache, ttl = self._current_cache()
+            entry = None if cache is None else cache.get(key)
+            if entry is not None:
+                value, asked_at = entry
+                if (self._timer() - asked_at >= ttl
+                        and key not in self._refreshing):
+                    self._refreshing[key] = _background().submit(
+                        self._refresh, key, compute, self._generation)
+                return value
+        asked_at = self._timer()
+        value = compute(key)
+        with self._lock:
+            cache, _ttl = self._current_cache()
+            if cache is not None:
+                cache[key] = (value, asked_at)
+        return value
+
+    def _refresh(self, key, compute, generation):
+        asked_at = self._timer()
+        try:
+            value = compute(key)
+        except Exception:
+            LOG.warning("nova-ext: asking again for %r failed; its last "
+                        "answer serves until it is twice [nova_ext] %s old",
+                        key, self._ttl_option, exc_info=True)
+            with self._lock:
+                self._refreshing.pop(key, None)
+            return
+        with self._lock:
+            self._refreshing.pop(key, None)
+            cache, _ttl = self._current_cache()
+            if cache is not None and generation == self._generation:
+                cache[key] = (value, asked_at)
+
+    def wait_for_refreshes(self, timeout=None):
+        """Wait until the background asks started so far have answered
+        (tests, benchmarks: what they measure next must not share the CPU
+        with them).
+        """
+        with self._lock:
+            pending = list(self._refreshing.values())
+        waiters.wait_for_all(pending, timeout)
+
+    def clear(self):
+        with self._lock:
+            self._cache = None
+            self._generation += 1
+
+
+_executor = None
+_executor_lock = threading.Lock()
+
+
+def _background():
+    """The thread every RefreshAheadLookup asks through, started on first
+    use (in the worker process, after any fork).
+    """
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = futurist.ThreadPoolExecutor(max_workers=1)
+        return _executor

@@ -143,9 +143,11 @@ aggregate by the metadata key ``nova_ext:image_locality_weight_multiplier``.
         default=10,
         min=0,
         help="""
-How long ImageLocalityWeigher remembers which hosts run an image before it
-asks the cell databases again (one small query per cell). 0 asks on every
-request.
+How long ImageLocalityWeigher's answer to which hosts run an image is fresh.
+Past it, the answer still serves while a background thread asks the cell
+databases again (one small query per cell, one image at a time), so requests
+do not wait for them; an answer twice this old is not used (the request asks
+itself). 0 asks on every request, in the request.
 """),
 ]
 

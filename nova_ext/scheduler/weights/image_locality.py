@@ -10,10 +10,12 @@ Servers booted from volume have no image to cache and get 0 everywhere.
 
 Which hosts run an image comes from one query per cell (distinct ``host`` of
 the non-deleted instances with that ``image_ref``), cached per image for
-``[nova_ext] image_locality_cache_seconds``: the scheduler's own per-host
-instance lists are often uuid-only stubs (after a restart or a sync), so they
-cannot tell which image an instance runs. Per host the weigher is a set
-lookup.
+``[nova_ext] image_locality_cache_seconds``. Past that, the cached answer
+still serves while a background thread asks the cells again
+(:class:`nova_ext.cache.RefreshAheadLookup`): only the first request for an
+image waits for them. The scheduler's own per-host instance lists are often
+uuid-only stubs (after a restart or a sync), so they cannot tell which image
+an instance runs. Per host the weigher is a set lookup.
 
 Where there is no database (``nova-ext-manage simulate``), the model in
 place (:func:`nova_ext.cache.answered_by`) answers instead, uncached.
@@ -33,7 +35,7 @@ from nova_ext.scheduler import weights
 
 LOG = logging.getLogger(__name__)
 
-hosts_by_image = cache.TTLLookup('image_locality_cache_seconds')
+hosts_by_image = cache.RefreshAheadLookup('image_locality_cache_seconds')
 
 
 @main_db.pick_context_manager_reader
