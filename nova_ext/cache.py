@@ -127,19 +127,28 @@ class TTLLookup:
     not remembered).
     """
 
-    def __init__(self, ttl_option, maxsize=1024):
+    # how many TTLs an answer is kept for
+    _kept_for_ttls = 1
+
+    def __init__(self, ttl_option, maxsize=1024, timer=time.monotonic):
         self._ttl_option = ttl_option
         self._maxsize = maxsize
+        self._timer = timer
         self._lock = threading.Lock()
         self._cache = None
         register_reset(self.clear)
 
+    def _ttl(self):
+        return getattr(CONF.nova_ext, self._ttl_option)
+
     def _current_cache(self):
-        ttl = getattr(CONF.nova_ext, self._ttl_option)
+        ttl = self._ttl()
         if ttl <= 0 or _model is not None:
             return None
-        if self._cache is None or self._cache.ttl != ttl:
-            self._cache = cachetools.TTLCache(self._maxsize, ttl)
+        kept_for = ttl * self._kept_for_ttls
+        if self._cache is None or self._cache.ttl != kept_for:
+            self._cache = cachetools.TTLCache(self._maxsize, kept_for,
+                                              timer=self._timer)
         return self._cache
 
     def get(self, key, compute):
@@ -148,10 +157,7 @@ class TTLLookup:
             if cache is not None and key in cache:
                 return cache[key]
         value = compute(key)
-        with self._lock:
-            cache = self._current_cache()
-            if cache is not None:
-                cache[key] = value
+        self.put(key, value)
         return value
 
     def put(self, key, value):
@@ -166,7 +172,7 @@ class TTLLookup:
             self._cache = None
 
 
-class RefreshAheadLookup:
+class RefreshAheadLookup(TTLLookup):
     """``get(key, compute)`` returns ``compute(key)``, remembered for
     ``[nova_ext] <ttl_option>`` seconds; past them, the remembered answer
     still serves while one background thread asks again, so no request
@@ -183,34 +189,22 @@ class RefreshAheadLookup:
     database.
     """
 
+    # {key: (answer, when it was asked)}, dropped at twice the TTL
+    _kept_for_ttls = 2
+
     def __init__(self, ttl_option, maxsize=1024, timer=time.monotonic):
-        self._ttl_option = ttl_option
-        self._maxsize = maxsize
-        self._timer = timer
-        self._lock = threading.Lock()
-        # {key: (answer, when it was asked)}, dropped at twice the TTL
-        self._cache = None
+        super().__init__(ttl_option, maxsize, timer)
         self._refreshing = {}
         # a refresh started before clear() must not fill the new cache
         self._generation = 0
-        register_reset(self.clear)
-
-    def _current_cache(self):
-        ttl = getattr(CONF.nova_ext, self._ttl_option)
-        if ttl <= 0 or _model is not None:
-            return None, ttl
-        if self._cache is None or self._cache.ttl != 2 * ttl:
-            self._cache = cachetools.TTLCache(self._maxsize, 2 * ttl,
-                                              timer=self._timer)
-        return self._cache, ttl
 
     def get(self, key, compute):
         with self._lock:
-            cache, ttl = self._current_cache()
+            cache = self._current_cache()
             entry = None if cache is None else cache.get(key)
             if entry is not None:
                 value, asked_at = entry
-                if (self._timer() - asked_at >= ttl
+                if (self._timer() - asked_at >= self._ttl()
                         and key not in self._refreshing):
                     self._refreshing[key] = _background().submit(
                         self._refresh, key, compute, self._generation)
@@ -218,10 +212,18 @@ class RefreshAheadLookup:
         asked_at = self._timer()
         value = compute(key)
         with self._lock:
-            cache, _ttl = self._current_cache()
-            if cache is not None:
-                cache[key] = (value, asked_at)
+            self._remember(key, value, asked_at, self._generation)
         return value
+
+    def put(self, key, value):
+        with self._lock:
+            self._remember(key, value, self._timer(), self._generation)
+
+    def _remember(self, key, value, asked_at, generation):
+        # the lock is held; an answer asked before clear() is not kept
+        cache = self._current_cache()
+        if cache is not None and generation == self._generation:
+            cache[key] = (value, asked_at)
 
     def _refresh(self, key, compute, generation):
         asked_at = self._timer()
@@ -235,10 +237,9 @@ class RefreshAheadLookup:
                 self._refreshing.pop(key, None)
             return
         with self._lock:
+            # one step: no request sees the old answer with no ask running
             self._refreshing.pop(key, None)
-            cache, _ttl = self._current_cache()
-            if cache is not None and generation == self._generation:
-                cache[key] = (value, asked_at)
+            self._remember(key, value, asked_at, generation)
 
     def wait_for_refreshes(self, timeout=None):
         """Wait until the background asks started so far have answered
