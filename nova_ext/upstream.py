@@ -22,6 +22,7 @@ import collections
 import importlib
 import inspect
 import itertools
+import types
 
 SUPPORTED_NOVA_MAJORS = (33, 34)
 
@@ -109,6 +110,8 @@ INTERNALS = (
 Assumption = collections.namedtuple('Assumption', 'path behaviour why')
 
 HASHED_BY_IDENTITY = 'hashes and compares by identity'
+KEEPS_WEIGHTS_ADDED_IN_PLACE = ('keeps the weights a weigher adds to the '
+                                'weighed objects itself')
 
 ASSUMPTIONS = (
     Assumption('nova.scheduler.host_manager.HostState', HASHED_BY_IDENTITY,
@@ -120,11 +123,56 @@ ASSUMPTIONS = (
     Assumption('nova.objects.aggregate.Aggregate', HASHED_BY_IDENTITY,
                'the weighers gather the candidates\' aggregates in a set, '
                'one read per aggregate object (nova_ext.scheduler.weights)'),
+    Assumption('nova.scheduler.weights.HostWeightHandler',
+               KEEPS_WEIGHTS_ADDED_IN_PLACE,
+               'for each weight a weigher returns, the handler formats '
+               'three debug strings and calls weight_multiplier, per host '
+               'and whatever the log level (~2 ms a request at 1,000 '
+               'hosts): NovaExtWeighers adds its scores to the weighed '
+               'hosts itself and returns none, which the handler must '
+               'take as "nothing to add" and sort by the weights as they '
+               'are (it hands them over otherwise, slower)'),
 )
+
+
+def _keeps_weights_added_in_place(handler_class):
+    """Whether ``handler_class`` ranks three hosts by the weights one
+    weigher returns plus those another adds in place, returning none.
+    """
+    from nova import weights  # here: upstream.py loads without Nova
+
+    class Returning(weights.BaseWeigher):
+        def weigh_objects(self, weighed_obj_list, weight_properties):
+            return [3.0, 0.0, 0.0]
+
+        def weight_multiplier(self, host_state):
+            return 1.0
+
+        def _weigh_object(self, obj, weight_properties):
+            raise NotImplementedError()
+
+    class AddingInPlace(Returning):
+        def weigh_objects(self, weighed_obj_list, weight_properties):
+            for weighed, added in zip(weighed_obj_list, (0.0, 1.5, 0.5)):
+                weighed.weight += added
+            return []
+
+    hosts = [types.SimpleNamespace(host='probe%d' % index,
+                                   nodename='probe%d' % index)
+             for index in range(3)]
+    try:
+        weighed = handler_class().get_weighed_objects(
+            [Returning(), AddingInPlace()], hosts, None)
+        ranking = [(hosts.index(w.obj), w.weight) for w in weighed]
+    except Exception:
+        return False
+    return ranking == [(1, 1.5), (0, 1.0), (2, 0.5)]
+
 
 _BEHAVIOUR_HOLDS = {
     HASHED_BY_IDENTITY: lambda cls: (cls.__hash__ is object.__hash__
                                      and cls.__eq__ is object.__eq__),
+    KEEPS_WEIGHTS_ADDED_IN_PLACE: _keeps_weights_added_in_place,
 }
 
 _BY_PATH = {internal.path: internal for internal in INTERNALS}
@@ -168,6 +216,14 @@ def problems(internals=INTERNALS, assumptions=ASSUMPTIONS):
                          'Nova has %s' % (entry.path, entry.signature,
                                           actual))
     return found
+
+
+def weight_handler_keeps_weights_added_in_place():
+    """Whether Nova's weight handler lets a weigher add its scores to the
+    weighed hosts itself (``KEEPS_WEIGHTS_ADDED_IN_PLACE``).
+    """
+    path = 'nova.scheduler.weights.HostWeightHandler'
+    return _keeps_weights_added_in_place(resolve(path))
 
 
 def nova_major():

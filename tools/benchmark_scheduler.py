@@ -152,11 +152,12 @@ machines.
 them, splits +nova-ext's extra time in two: nova-ext's own code (the CPU
 time of its filters' ``filter_all`` and its weighers' ``weigh_objects``
 over the hosts Nova's default filters keep), and what Nova's handlers
-charge for one more filter and one more weigher whatever they do (a
-pass-through filter, a weigher whose weights have as many digits as real
-ones: the weight handler's debug-log dicts, formatted string and
-multiplier call per host). The second is the least any filter and weigher
-pair can add.
+charge for one more filter and for NovaExtWeighers' slot whatever they do
+(a pass-through filter; a weigher handing its weights over as
+NovaExtWeighers does). A weigher that returns weights pays the weight
+handler's debug-log dicts, formatted string and multiplier call per host;
+NovaExtWeighers adds its scores to the hosts itself and returns none, so
+its slot costs next to nothing and the adding is in its own code.
 
 ``--max-placement-results N`` hands the filters the first N hosts only, as
 placement returns at most ``[scheduler] max_placement_results`` (Nova's
@@ -758,21 +759,25 @@ class PassThroughFilter(scheduler_filters.BaseHostFilter):
 
 
 class SlotProbeWeigher(scheduler_weights.BaseHostWeigher):
-    """Weighs nothing: what Nova's weight handler charges for a slot. Its
-    weights, worked out before the handler is timed, have as many digits
-    as real weighers' (the handler formats each into a debug string, and a
-    17-digit float formats in twice the time 0.5 does).
+    """Weighs nothing: what Nova's weight handler charges for
+    NovaExtWeighers' slot. It hands its weights over as NovaExtWeighers
+    does: none when the handler keeps scores added in place (adding them is
+    nova-ext's own code), else weights worked out before the handler is
+    timed, with as many digits as real weighers' (the handler formats each
+    into a debug string, and a 17-digit float formats in twice the time 0.5
+    does).
     """
 
     minval = 0.0
     maxval = 1.0
 
-    def __init__(self, count):
+    def __init__(self, count, adds_in_place):
         super().__init__()
         # fractional parts of multiples of the golden ratio: spread over
         # [0, 1), none of them short
-        self.weights = [(index * 0.6180339887498949) % 1.0
-                        for index in range(1, count + 1)]
+        self.weights = [] if adds_in_place else [
+            (index * 0.6180339887498949) % 1.0
+            for index in range(1, count + 1)]
 
     def weigh_objects(self, weighed_obj_list, spec_obj):
         return self.weights[:len(weighed_obj_list)]
@@ -808,6 +813,8 @@ def where_overhead_goes(configs, filter_handler, weight_handler, candidates,
                    if type(f) not in upstream_classes]
     own_weighers = [w for w in configs['nova-ext']['weighers']
                     if type(w) not in upstream_classes]
+    adds_in_place = all(getattr(w, 'adds_in_place', False)
+                        for w in own_weighers)
     samples = collections.defaultdict(list)
     for spec in specs:
         # the services stay up, as between timed requests
@@ -836,7 +843,7 @@ def where_overhead_goes(configs, filter_handler, weight_handler, candidates,
                 [PassThroughFilter()], passed, spec, 0))
             - _cpu_ms(lambda: filter_handler.get_filtered_objects(
                 [], passed, spec, 0)))
-        probe = SlotProbeWeigher(len(passed))
+        probe = SlotProbeWeigher(len(passed), adds_in_place)
         samples['weigher slot'].append(
             _cpu_ms(lambda: weight_handler.get_weighed_objects(
                 [probe], passed, spec))
@@ -937,9 +944,8 @@ def format_table(results, sqlite_api_db=False):
         lines.append(
             '%d hosts, where the overhead goes (CPU ms per request, median; '
             '%% of upstream ms/req): nova-ext\'s own code %.1f (%.1f %%); '
-            'Nova\'s handlers, for one more filter %.1f and one more '
-            'weigher %.1f whatever they do (%.1f %%, the least any filter '
-            'and weigher add)' % (
+            'Nova\'s handlers, for one more filter %.1f and for '
+            'NovaExtWeighers\' slot %.1f whatever they do (%.1f %%)' % (
                 r['hosts'], parts['own code'],
                 parts['own code'] / upstream_ms * 100,
                 parts['filter slot'], parts['weigher slot'],

@@ -6,6 +6,8 @@ ranking hosts exactly as the weighers would one by one.
 import gc
 import weakref
 
+import fixtures
+
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova import objects
@@ -189,6 +191,71 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.assertNotIn(together[0][0], ('host0', 'host3', 'host6',
                                           'host9'))
 
+    def test_weights_added_in_place_are_the_handed_over_ones_exactly(self):
+        # Given the same request weighed through Nova's handler twice: once
+        # with the scores added to the hosts by NovaExtWeighers, once
+        # handed to the handler as weights
+        spec_obj = request()
+        in_place = weights.NovaExtWeighers()
+        handed_over = weights.NovaExtWeighers()
+        handed_over.adds_in_place = False
+        self.assertTrue(in_place.adds_in_place)
+        # When the handler ranks the hosts
+        added = self.handler.get_weighed_objects([in_place], self.hosts,
+                                                 spec_obj)
+        returned = self.handler.get_weighed_objects([handed_over],
+                                                    self.hosts, spec_obj)
+        # Then the ranking and every weight are the same, bit for bit, and
+        # the weighers did decide something
+        self.assertEqual([(w.obj.host, w.weight) for w in returned],
+                         [(w.obj.host, w.weight) for w in added])
+        self.assertGreater(len({w.weight for w in added}), 1)
+
+    def test_the_handler_does_no_work_per_host_for_the_slot(self):
+        # Given NovaExtWeighers in Nova's handler, its multiplier counted
+        composite = weights.NovaExtWeighers()
+        asked = []
+        composite.weight_multiplier = lambda host_state: asked.append(
+            host_state) or 1
+        # When a request is weighed
+        weighed = self.handler.get_weighed_objects([composite], self.hosts,
+                                                   request())
+        # Then the handler asked no host's multiplier (nor formatted its
+        # weight): the scores were already in the weights
+        self.assertEqual([], asked)
+        self.assertEqual(len(self.hosts), len(weighed))
+
+    def test_a_handler_that_wants_every_weight_gets_them(self):
+        # Given a Nova whose weight handler refuses a weigher that returns
+        # fewer weights than hosts (a release that stopped taking "no
+        # weights" as "nothing to add")
+        handler_class = nova_scheduler_weights.HostWeightHandler
+        original = handler_class.get_weighed_objects
+
+        def one_weight_per_host(handler, weighers, obj_list, props):
+            for weigher in weighers:
+                weigh = weigher.weigh_objects
+
+                def checked(objs, spec, weigh=weigh):
+                    returned = weigh(objs, spec)
+                    if len(returned) != len(objs):
+                        raise ValueError('one weight per host')
+                    return returned
+                weigher.weigh_objects = checked
+            return original(handler, weighers, obj_list, props)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.weights.HostWeightHandler.get_weighed_objects',
+            one_weight_per_host))
+        # When nova-scheduler starts with it
+        composite = weights.NovaExtWeighers()
+        # Then the weigher saw it, said so, and hands its weights over: the
+        # strict handler ranks as the weighers would one by one
+        self.assertFalse(composite.adds_in_place)
+        self.assertIn("does not keep the weights a weigher adds",
+                      self.stdlog.logger.output)
+        self.assertSameAsOneByOne()
+
     def test_aggregate_metadata_overrides_a_multiplier(self):
         self.flags(bin_packing_weight_multiplier=1.5, group='nova_ext')
         packing = bin_packing.BinPackingWeigher()
@@ -212,10 +279,10 @@ class NovaExtWeighersTest(test.NoDBTestCase):
 
     def test_a_failing_weigher_loses_its_vote_only(self):
         composite = weights.NovaExtWeighers()
-        alone = composite.weigh_objects(
+        alone = composite.total_scores(
             [type('W', (), {'obj': h})() for h in self.hosts], request())
         composite.parts.append(Exploding())
-        with_failure = composite.weigh_objects(
+        with_failure = composite.total_scores(
             [type('W', (), {'obj': h})() for h in self.hosts], request())
         self.assertEqual(alone, with_failure)
         self.assertIn('Exploding failed for instance', self.stdlog.logger
@@ -259,7 +326,7 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.assertTrue(any(normalised))
         self.assertEqual(
             [m * w for m, w in zip(multipliers, normalised)],
-            weights.NovaExtWeighers().weigh_objects(weighed, spec_obj))
+            weights.NovaExtWeighers().total_scores(weighed, spec_obj))
 
     def test_parts_standing_aside_read_no_multiplier(self):
         # a soft-affinity group: every nova-ext weigher stands aside (the
@@ -269,10 +336,10 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         weighed = [type('W', (), {'obj': h})() for h in self.hosts]
         self.assertEqual(
             [0.0] * len(self.hosts),
-            weights.NovaExtWeighers().weigh_objects(
+            weights.NovaExtWeighers().total_scores(
                 weighed, request('soft-affinity')))
         self.assertNotIn("Could not decode", self.stdlog.logger.output)
-        weights.NovaExtWeighers().weigh_objects(weighed, request())
+        weights.NovaExtWeighers().total_scores(weighed, request())
         self.assertIn("Could not decode", self.stdlog.logger.output)
 
     def assertPartLosesItsVoteOnly(self, index, part):
@@ -282,9 +349,9 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.override_more_multipliers()
         composite = weights.NovaExtWeighers()
         weighed = [type('W', (), {'obj': h})() for h in self.hosts]
-        alone = composite.weigh_objects(weighed, request())
+        alone = composite.total_scores(weighed, request())
         composite.parts.insert(index, part)
-        self.assertEqual(alone, composite.weigh_objects(weighed, request()))
+        self.assertEqual(alone, composite.total_scores(weighed, request()))
         self.assertIn('%s failed for instance' % type(part).__name__,
                       self.stdlog.logger.output)
 
@@ -300,7 +367,7 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         composite.parts = [image_locality.ImageLocalityWeigher()]
         weighed = [type('W', (), {'obj': h})() for h in self.hosts]
         self.assertEqual([0.0] * len(self.hosts),
-                         composite.weigh_objects(weighed, request()))
+                         composite.total_scores(weighed, request()))
         self.assertNotIn("Could not decode", self.stdlog.logger.output)
 
     def test_a_multiplier_that_cannot_be_read_costs_one_vote(self):

@@ -29,6 +29,7 @@ from nova_ext import loader
 from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import host_facts
 from nova_ext.scheduler import request_filters
+from nova_ext import upstream
 
 CONF = cfg.CONF
 ext_conf.register_opts(CONF)
@@ -131,13 +132,18 @@ class NovaExtWeighers(weights.BaseHostWeigher):
     Nova's ``BaseWeightHandler.get_weighed_objects`` pays a price per
     weigher and per host whatever the log level: two debug-log dict
     comprehensions, a formatted string and a ``weight_multiplier`` call. At
-    10,000 hosts that costs more than a nova-ext weigher itself
-    (doc/source/benchmark.rst). This weigher runs each weigher of the
-    entry-point namespace exactly as the handler would (:func:`scores`) and
-    returns the sum of their scores, which the handler takes unchanged:
-    normalising between ``minval`` 0 and ``maxval`` 1 is the identity, and
-    the multiplier is 1. The ranking is the one the weighers would give one
-    by one.
+    1,000 hosts that is ~2 ms a request, more than nova-ext's weighers
+    themselves (doc/source/benchmark.rst). This weigher runs each weigher of
+    the entry-point namespace exactly as the handler would (:func:`scores`)
+    and adds the sum of their scores to each weighed host itself, returning
+    no weights: the handler then has nothing to normalise, format or
+    multiply, and sorts by the weights as they are. The ranking, and each
+    host's weight bit for bit, are the ones the weighers would give one by
+    one. Should a Nova release stop taking "no weights" that way
+    (``nova_ext.upstream.KEEPS_WEIGHTS_ADDED_IN_PLACE``, checked at start
+    and by ``nova-ext-status upgrade check``), it returns the sums instead,
+    which the handler takes unchanged: normalising between ``minval`` 0 and
+    ``maxval`` 1 is the identity, and the multiplier is 1.
 
     The price per host is nova-ext's own, so it is paid as little as
     possible: a weigher standing aside (a soft group policy it leaves to
@@ -159,14 +165,43 @@ class NovaExtWeighers(weights.BaseHostWeigher):
     def __init__(self):
         super().__init__()
         self.parts = [cls() for cls in plugin_weighers()]
+        self.adds_in_place = (
+            upstream.weight_handler_keeps_weights_added_in_place())
+        if not self.adds_in_place:
+            LOG.warning("nova-ext: Nova's weight handler does not keep the "
+                        "weights a weigher adds to the hosts itself; "
+                        "NovaExtWeighers hands its weights to the handler "
+                        "instead (same ranking, ~2 ms more a request at "
+                        "1,000 hosts). Run nova-ext-status upgrade check.")
 
     def weight_multiplier(self, host_state):
-        # an int: Nova's handler formats the multiplier into a debug string
-        # for every host whatever the log level, and 1 formats in half the
-        # time 1.0 does (~1.5 ms at 10,000 hosts); 1 * weight is the weight
+        # an int: when the weights go through Nova's handler, it formats the
+        # multiplier into a debug string for every host whatever the log
+        # level, and 1 formats in half the time 1.0 does; 1 * weight is the
+        # weight
         return 1
 
     def weigh_objects(self, weighed_obj_list, spec_obj):
+        """Add each host's nova-ext score to its weight and return no
+        weights, or return the scores where Nova's handler would not keep
+        them (:attr:`adds_in_place`).
+        """
+        totals = self._totals(weighed_obj_list, spec_obj)
+        if not self.adds_in_place:
+            return totals.tolist()
+        if totals.any():
+            # the handler would add 1 * ((total - 0.0) / 1.0): the total
+            for weighed, total in zip(weighed_obj_list, totals.tolist()):
+                weighed.weight += total
+        return []
+
+    def total_scores(self, weighed_obj_list, spec_obj):
+        """Each object's nova-ext score: the sum over the weighers of
+        multiplier x normalised weight, as Nova's handler would add them.
+        """
+        return self._totals(weighed_obj_list, spec_obj).tolist()
+
+    def _totals(self, weighed_obj_list, spec_obj):
         try:
             return self._weigh_objects(weighed_obj_list, spec_obj)
         finally:
@@ -224,7 +259,7 @@ class NovaExtWeighers(weights.BaseHostWeigher):
                         continue
                 totals = self._add(totals, part, host_states, normalised,
                                    multipliers)
-        return totals.tolist()
+        return totals
 
     @staticmethod
     def _add(totals, part, host_states, normalised, multipliers):
@@ -239,7 +274,7 @@ class NovaExtWeighers(weights.BaseHostWeigher):
         return _add_scores(totals, normalised, multipliers)
 
     def _weigh_object(self, host_state, spec_obj):
-        return self.weigh_objects(
+        return self.total_scores(
             [nova_weights.WeighedObject(host_state, 0.0)], spec_obj)[0]
 
 
