@@ -5,8 +5,11 @@ Each test sets up a cloud where Nova's upstream weighers alone would choose
 differently, so it fails if the nova-ext weigher is not doing its job.
 """
 
+import time
+
 from nova.tests.fixtures import glance
 
+from nova_ext.scheduler.weights import image_locality
 from tests.functional import base
 
 IMAGE_A = glance.GlanceFixture.image1['id']
@@ -61,6 +64,47 @@ class ImageLocalityWeigherTest(base.NovaExtTestCase):
     def test_other_image_is_not_drawn_to_that_host(self):
         server = self.boot('b1', self.flavor, image=IMAGE_B)
         self.assertNotEqual('host3', self.host_of(server))
+
+
+class ImageLocalityRefreshAheadTest(base.NovaExtTestCase):
+    """Past ``image_locality_cache_seconds`` a request is placed by the
+    remembered answer while nova-scheduler asks the cells again in the
+    background; an answer twice the TTL old is not used (unit-tested).
+    """
+
+    CACHE_SECONDS = 5
+    NOVA_EXT_FLAGS = {'image_locality_weight_multiplier': 3.0,
+                      'image_locality_cache_seconds': CACHE_SECONDS,
+                      'bin_packing_weight_multiplier': 0.0}
+
+    def test_a_request_past_the_ttl_does_not_wait_for_the_cells(self):
+        flavor = self.create_flavor('m1', vcpu=1, memory_mb=1024)
+        # Given host3 ran image A when the scheduler asked which hosts do
+        seed = self.boot('seed', flavor, image=IMAGE_A, zone='nova:host3')
+        asked_from = time.monotonic()
+        first = self.boot('a1', flavor, image=IMAGE_A)
+        asked_by = time.monotonic()
+        self.assertEqual('host3', self.host_of(first))
+        # ... and image A then moved to host1
+        self._delete_server(seed)
+        self._delete_server(first)
+        self.boot('moved', flavor, image=IMAGE_A, zone='nova:host1')
+        # When a request for image A comes past the answer's TTL (and
+        # before twice the TTL, when it would ask itself)
+        time.sleep(max(0.0, asked_by + self.CACHE_SECONDS + 0.2
+                       - time.monotonic()))
+        self.assertLess(time.monotonic(),
+                        asked_from + 2 * self.CACHE_SECONDS - 1.0,
+                        'the setup outlasted twice the TTL: nothing to test')
+        served = self.boot('a2', flavor, image=IMAGE_A)
+        # Then it was placed by the remembered answer, not kept waiting
+        # for the cells: on host3, which no longer runs A
+        self.assertEqual('host3', self.host_of(served))
+        # ... and the scheduler asked again meanwhile: the next requests
+        # are told host1 runs A
+        image_locality.hosts_by_image.wait_for_refreshes(timeout=30)
+        self.assertIn('host1',
+                      image_locality.hosts_running_image(IMAGE_A))
 
 
 class FailureDomainSpreadWeigherTest(base.NovaExtTestCase):
