@@ -112,6 +112,7 @@ Assumption = collections.namedtuple('Assumption', 'path behaviour why')
 HASHED_BY_IDENTITY = 'hashes and compares by identity'
 KEEPS_WEIGHTS_ADDED_IN_PLACE = ('keeps the weights a weigher adds to the '
                                 'weighed objects itself')
+WEIGHT_HANDLER = 'nova.scheduler.weights.HostWeightHandler'
 
 ASSUMPTIONS = (
     Assumption('nova.scheduler.host_manager.HostState', HASHED_BY_IDENTITY,
@@ -123,8 +124,7 @@ ASSUMPTIONS = (
     Assumption('nova.objects.aggregate.Aggregate', HASHED_BY_IDENTITY,
                'the weighers gather the candidates\' aggregates in a set, '
                'one read per aggregate object (nova_ext.scheduler.weights)'),
-    Assumption('nova.scheduler.weights.HostWeightHandler',
-               KEEPS_WEIGHTS_ADDED_IN_PLACE,
+    Assumption(WEIGHT_HANDLER, KEEPS_WEIGHTS_ADDED_IN_PLACE,
                'for each weight a weigher returns, the handler formats '
                'three debug strings and calls weight_multiplier, per host '
                'and whatever the log level (~2 ms a request at 1,000 '
@@ -222,8 +222,8 @@ def weight_handler_keeps_weights_added_in_place():
     """Whether Nova's weight handler lets a weigher add its scores to the
     weighed hosts itself (``KEEPS_WEIGHTS_ADDED_IN_PLACE``).
     """
-    path = 'nova.scheduler.weights.HostWeightHandler'
-    return _keeps_weights_added_in_place(resolve(path))
+    return _BEHAVIOUR_HOLDS[KEEPS_WEIGHTS_ADDED_IN_PLACE](
+        resolve(WEIGHT_HANDLER))
 
 
 def nova_major():
