@@ -36,6 +36,7 @@ LOG = logging.getLogger(__name__)
 
 # The embedded cloud (one process playing every service) turns this off.
 RECORD_ACTIVATIONS = True
+SCHEDULER_BINARY = 'nova-scheduler'
 # Nova binaries that must agree on the quota driver.
 QUOTA_BINARIES = ('nova-osapi_compute', 'nova-conductor')
 
@@ -70,6 +71,8 @@ def activate_process(conf=CONF, binary=None):
     """
     ext_conf.register_opts(conf)
     from nova_ext import quota
+    if (binary or quota.process_binary()) == SCHEDULER_BINARY:
+        activate_scheduler()
     try:
         name = quota.activate(conf, binary=binary)
     except Exception as error:  # noqa: a plugin must not break Nova's DB
@@ -84,6 +87,24 @@ def activate_process(conf=CONF, binary=None):
     return {'quota_driver': name,
             'binary': binary or quota.process_binary(),
             'host': quota.process_host(conf)}
+
+
+def activate_scheduler():
+    """nova-ext's scheduler hooks (:func:`nova_ext.scheduler.activate`);
+    a failure is logged, never raised.
+    """
+    from nova_ext import scheduler
+    try:
+        active = scheduler.activate()
+    except Exception as error:  # noqa: a plugin must not break Nova's DB
+        LOG.error('nova-ext: scheduler hooks NOT activated in pid %(pid)d: '
+                  '%(error)s; spread requests will be refused',
+                  {'pid': os.getpid(), 'error': error})
+        return
+    LOG.info('nova-ext: scheduler hooks active in pid %(pid)d (request '
+             'filters: %(filters)s)', {'pid': os.getpid(),
+                                       'filters': ', '.join(active) or
+                                       'none'})
 
 
 def forget_recorded():

@@ -50,7 +50,10 @@ from nova_ext import configure
 from nova_ext import errors
 from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler.filters import failure_domain as ext_filter
 from nova_ext.scheduler import request_filters as ext_request_filters
+from nova_ext.scheduler import scheduling_request
+from nova_ext.scheduler import spread_scheduling
 from nova_ext.scheduler import weights as ext_weights
 from nova_ext import upstream
 
@@ -268,21 +271,29 @@ def allocation_candidates(ctxt, resources, placement):
 
 # -- filters and weighers -----------------------------------------------------
 
-def _filter_reason(host_filter, host_state, spec, hosts_before):
-    if type(host_filter).__name__ != 'FailureDomainAntiAffinityFilter':
-        return None
+def _filter_reasons(host_filter, spec, hosts_before, removed):
+    """{host: why} for the hosts ``host_filter`` removed of
+    ``hosts_before``: FailureDomainAntiAffinityFilter's reason per host
+    (the first hard constraint it breaks, with its domain's count); None
+    for other filters.
+    """
+    if type(host_filter).__name__ != ext_filter.NAME or not removed:
+        return {}
     try:
-        requests = failure_domains.spread_requests(spec, hosts_before)
-    except failure_domains.InvalidSpreadRequest as error:
-        return str(error)
-    for request in requests:
-        if not request.hard:
-            continue
-        reason = host_filter.rejection(
-            host_state, request, request.minimum(hosts_before))
-        if reason is not None:
-            return reason
-    return None
+        request = scheduling_request.of(spec)
+        spread = request.spread()
+    except (failure_domains.InvalidSpreadRequest,
+            scheduling_request.NotActivated) as error:
+        return {host: str(error) for host in removed}
+    if spread is None or not spread.hard:
+        return {}
+    judgement = failure_domains.Judgement(request, spread.hard, hosts_before)
+    reasons = {}
+    for host in removed:
+        refusal = judgement.refusal(host)
+        if refusal is not None:
+            reasons[host] = ext_filter.describe(judgement, refusal)
+    return reasons
 
 
 def run_filters(host_manager, hosts, spec, index=0):
@@ -316,9 +327,9 @@ def run_filters(host_manager, hosts, spec, index=0):
             except exception.NoValidHost as no_valid_host:
                 remaining, error = [], no_valid_host.kwargs.get(
                     'reason') or str(no_valid_host)
-            removed = [(host, error or _filter_reason(host_filter, host,
-                                                      spec, passed))
-                       for host in passed if host not in remaining]
+            gone = [host for host in passed if host not in remaining]
+            reasons = _filter_reasons(host_filter, spec, passed, gone)
+            removed = [(host, error or reasons.get(host)) for host in gone]
             steps.append((type(host_filter).__name__, removed, error))
             passed = remaining
     finally:
@@ -409,7 +420,7 @@ def _consume(host, spec, alloc_req, instance_uuid):
     upstream.consume_selected_host(host, spec, instance_uuid=instance_uuid)
 
 
-def place_instances(host_manager, spec, sorted_hosts, summaries):
+def place_instances(host_manager, spec, sorted_hosts, summaries, servers):
     """Where each of ``spec.num_instances`` (``--num``) goes, as
     ``SchedulerManager._schedule`` places a multi-create: filter and weigh
     the hosts left for instance ``index``, claim the first that still has
@@ -419,13 +430,13 @@ def place_instances(host_manager, spec, sorted_hosts, summaries):
     the request's group are changed in memory only.
     Returns (placed HostStates, the last sorted hosts, failure or None).
     """
-    uuids = [spec.instance_uuid] + [
-        uuidutils.generate_uuid() for _ in range(spec.num_instances - 1)]
+    uuids = servers
     group = spec.instance_group if 'instance_group' in spec else None
     if group:
         # nova-api adds every server of the request to its group before
         # scheduling; the anti-affinity filter counts members per host
-        group.members = list(group.members or []) + uuids
+        group.members = list(group.members or []) + [
+            uuid for uuid in uuids if uuid not in (group.members or [])]
     room = placement_room(summaries)
     hosts, placed = sorted_hosts, []
     for index, instance_uuid in enumerate(uuids):
@@ -463,12 +474,13 @@ def alternates_of(host_manager, spec, placed, hosts, num_alts):
 
 
 def explain_instances(result, host_manager, spec, sorted_hosts, summaries,
-                      conf):
+                      conf, servers):
     """``result['instances']`` for ``--num`` above 1; a request whose
     later instances find no host is a NoValidHost as a whole, as in Nova.
     """
     placed, hosts, failure = place_instances(host_manager, spec,
-                                             sorted_hosts, summaries)
+                                             sorted_hosts, summaries,
+                                             servers)
     alternates = alternates_of(host_manager, spec, placed, hosts,
                                max(0, conf.scheduler.max_attempts - 1))
     result['instances'] = [
@@ -548,19 +560,61 @@ def filter_and_weigh(result, host_manager, hosts, spec, conf):
 
 
 def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
-    """Everything the scheduler would do with ``spec`` now, as a dict."""
+    """Everything the scheduler would do with ``spec`` now, as a dict.
+    A stored request (``explain --server``) is evaluated as a move of that
+    server: it is not counted as a member of its group, and its current
+    host is named.
+    """
     conf = cfg.CONF
     host_manager = host_manager or nova_host_manager.HostManager()
     placement = placement or report.report_client_singleton()
     if 'instance_group' in spec and spec.instance_group:
         scheduler_utils.setup_instance_group(ctxt, spec)
     result = new_result(spec, host_manager, conf, stored)
+    if stored:
+        result['current_host'] = _current_host(ctxt, spec.instance_uuid)
+    servers = [spec.instance_uuid] + [
+        uuidutils.generate_uuid() for _ in range(spec.num_instances - 1)]
+    with scheduling_request.opened(
+            spec, servers, host_manager,
+            members=_members(ctxt, spec, servers)) as request:
+        _explain(ctxt, spec, host_manager, placement, conf, result, servers)
+        if result['no_valid_host'] and request.why_no_host:
+            # nova-ext's reason whole here; the server's fault would keep
+            # the short one
+            if request.why_no_host_in_full not in result['no_valid_host']:
+                result['no_valid_host'] += '; ' + request.why_no_host_in_full
+            result['no_valid_host_fault'] = request.why_no_host
+    return result
 
+
+def _members(ctxt, spec, servers):
+    """Where the request's group's members are, as the scheduler counts
+    them inside the group's spread lock (from placement, the request's
+    servers left out); None (the conductor's view) without a group or with
+    ``[nova_ext] spread_serialize_groups = False``.
+    """
+    group = spec.instance_group if 'instance_group' in spec else None
+    if group is None or not CONF.nova_ext.spread_serialize_groups:
+        return None
+    members, _calls = spread_scheduling.members_per_host(
+        ctxt, group.uuid, set(servers))
+    return members
+
+
+def _current_host(ctxt, server_uuid):
+    try:
+        return objects.Instance.get_by_uuid(ctxt, server_uuid).host
+    except exception.InstanceNotFound:
+        return None
+
+
+def _explain(ctxt, spec, host_manager, placement, conf, result, servers):
     steps, failure = apply_request_filters(ctxt, spec, host_manager)
     result['request_filters'] = steps
     if failure:
         result['no_valid_host'] = 'request filter: %s' % failure
-        return result
+        return
     resources, _ = _query(ctxt, spec, host_manager)
     result['placement_query'] = urllib.parse.unquote(
         resources.to_querystring())
@@ -578,19 +632,18 @@ def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
     if not alloc_reqs:
         result['no_valid_host'] = ('placement returned no allocation '
                                    'candidates for the query')
-        return result
+        return
 
     sorted_hosts = filter_and_weigh(result, host_manager, hosts, spec,
                                     conf)
     if not sorted_hosts:
-        return result
+        return
     if spec.num_instances > 1:
         explain_instances(result, host_manager, spec, sorted_hosts,
-                          summaries, conf)
+                          summaries, conf, servers)
     else:
         result['instances'] = [{'instance': 1, 'host': result['selected'],
                                 'alternates': result['alternates']}]
-    return result
 
 
 # -- what-if ------------------------------------------------------------------
@@ -745,7 +798,9 @@ def write_table(result, out, top=TOP_HOSTS):
             item['aggregate'], item['problem']), file=out)
     if result['stored_request_spec']:
         print("stored RequestSpec, evaluated against the cloud's current "
-              "state", file=out)
+              "state as a move of the server (not counted as a member of "
+              "its group); its current host %s is marked *"
+              % (result.get('current_host') or 'none'), file=out)
     flavor = request['flavor']
     print('flavor %s: %d VCPU, %d MB RAM, %d GB disk%s' % (
         flavor['name'], flavor['vcpus'], flavor['memory_mb'],
@@ -798,7 +853,8 @@ def write_table(result, out, top=TOP_HOSTS):
                 result['hosts'][0]['weighers'][index]['weigher']
                 for index in shown])
         for host in result['hosts'][:top]:
-            table.add_row([host['rank'], host['host'], _fmt(host['weight'])]
+            table.add_row([host['rank'], _marked(result, host['host']),
+                           _fmt(host['weight'])]
                           + ['%s / %s x %s' % (
                               _fmt(w['raw']), _fmt(w['normalised']),
                               _fmt(w['multiplier']))
@@ -821,7 +877,7 @@ def write_table(result, out, top=TOP_HOSTS):
         print('NO VALID HOST: %s' % result['no_valid_host'], file=out)
     elif num == 1:
         print('selected: %s%s' % (
-            result['selected'], ' ' + RANDOM_NOTE
+            _marked(result, result['selected']), ' ' + RANDOM_NOTE
             if result.get('random_choice') else ''), file=out)
         print('alternates: %s' % (', '.join(result['alternates']) or 'none'),
               file=out)
@@ -829,6 +885,13 @@ def write_table(result, out, top=TOP_HOSTS):
 
 RANDOM_NOTE = ('(one of the best, chosen at random: host_subset_size / '
                'shuffle_best_same_weighed_hosts)')
+
+
+def _marked(result, name):
+    current = result.get('current_host')
+    if current and (name == current or name.startswith(current + ' (')):
+        return name + ' *'
+    return name
 
 
 def write_instances(result, out):

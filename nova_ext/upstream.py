@@ -57,6 +57,13 @@ INTERNALS = (
              'claim: the failure-domain spread lock wraps it '
              '(nova_ext.scheduler.spread_scheduling; Nova\'s RPC decorator '
              'hides the signature)'),
+    Internal('nova.scheduler.host_manager.HostManager.update_aggregates',
+             '(self, aggregates)',
+             'nova-ext reads the failure domains of every host from the '
+             'HostManager\'s view of the aggregates (aggs_by_id, which '
+             'this keeps current as aggregates change; checked by '
+             'KEEPS_AGGREGATE_VIEW below), so that candidates and members '
+             'are placed from one source'),
     Internal('nova.scheduler.manager.SchedulerManager._sentinel', None,
              'select_destinations\' default spec_obj, which marks a call '
              'without a RequestSpec: the spread wrapper keeps that default '
@@ -110,20 +117,30 @@ INTERNALS = (
 Assumption = collections.namedtuple('Assumption', 'path behaviour why')
 
 HASHED_BY_IDENTITY = 'hashes and compares by identity'
+KEEPS_AGGREGATE_VIEW = ('keeps every aggregate in aggs_by_id and each '
+                        'host\'s aggregate ids in host_aggregates_map')
 KEEPS_WEIGHTS_ADDED_IN_PLACE = ('keeps the weights a weigher adds to the '
                                 'weighed objects itself')
 WEIGHT_HANDLER = 'nova.scheduler.weights.HostWeightHandler'
 
 ASSUMPTIONS = (
     Assumption('nova.scheduler.host_manager.HostState', HASHED_BY_IDENTITY,
-               'a request\'s failure-domain spread remembers each candidate '
-               'host state\'s domain keyed by the object and its candidates '
-               'as a frozenset of them (nova_ext.scheduler.failure_domains): '
-               'host states equal by value would share a domain, unhashable '
-               'ones would fail every spread request'),
+               'a request\'s failure-domain judgement keeps each candidate '
+               'host state\'s domains keyed by the object '
+               '(nova_ext.scheduler.failure_domains.Judgement): host states '
+               'equal by value would share domains, unhashable ones would '
+               'fail every spread request'),
     Assumption('nova.objects.aggregate.Aggregate', HASHED_BY_IDENTITY,
                'the weighers gather the candidates\' aggregates in a set, '
                'one read per aggregate object (nova_ext.scheduler.weights)'),
+    Assumption('nova.objects.request_spec.RequestSpec', HASHED_BY_IDENTITY,
+               'the scheduler plugins find the request being scheduled by '
+               'its RequestSpec (nova_ext.scheduler.scheduling_request)'),
+    Assumption('nova.scheduler.host_manager.HostManager',
+               KEEPS_AGGREGATE_VIEW,
+               'the failure domains come from the HostManager\'s aggregates '
+               '(aggregate_view); a worker forked after they were read '
+               're-reads them (reload_aggregate_view)'),
     Assumption(WEIGHT_HANDLER, KEEPS_WEIGHTS_ADDED_IN_PLACE,
                'for each weight a weigher returns, the handler formats '
                'three debug strings and calls weight_multiplier, per host '
@@ -169,9 +186,33 @@ def _keeps_weights_added_in_place(handler_class):
     return ranking == [(1, 1.5), (0, 1.0), (2, 0.5)]
 
 
+def _keeps_aggregate_view(host_manager_class):
+    """Whether Nova's own ``update_aggregates`` and
+    ``_get_aggregates_info`` keep and read a host's aggregates in
+    ``aggs_by_id`` and ``host_aggregates_map``.
+    """
+    from nova import objects  # here: upstream.py loads without Nova
+
+    view = host_manager_class.__new__(host_manager_class)
+    view.aggs_by_id = {}
+    view.host_aggregates_map = collections.defaultdict(set)
+    try:
+        objects.register_all()
+        probe = objects.Aggregate(id=7, uuid='00000000-0000-4000-8000-'
+                                  '000000000007', name='probe',
+                                  hosts=['probe-host'], metadata={})
+        host_manager_class.update_aggregates(view, [probe])
+        return (list(aggregate_view(view)) == [probe]
+                and host_manager_class._get_aggregates_info(
+                    view, 'probe-host') == [probe])
+    except Exception:
+        return False
+
+
 _BEHAVIOUR_HOLDS = {
     HASHED_BY_IDENTITY: lambda cls: (cls.__hash__ is object.__hash__
                                      and cls.__eq__ is object.__eq__),
+    KEEPS_AGGREGATE_VIEW: _keeps_aggregate_view,
     KEEPS_WEIGHTS_ADDED_IN_PLACE: _keeps_weights_added_in_place,
 }
 
@@ -277,6 +318,32 @@ def consume_selected_host(selected_host, spec_obj, instance_uuid=None):
     return get(
         'nova.scheduler.manager.SchedulerManager._consume_selected_host')(
             selected_host, spec_obj, instance_uuid=instance_uuid)
+
+
+def aggregate_view(host_manager):
+    """Every aggregate object of ``host_manager``'s view (a list: Nova's
+    RPC handlers change the view while requests read it).
+    """
+    return list(host_manager.aggs_by_id.values())
+
+
+def reload_aggregate_view(host_manager, aggregates):
+    """Make ``aggregates`` (objects.Aggregate, all of them, read now) the
+    view of ``host_manager``, as its ``_init_aggregates`` would have read
+    them, such that a request reading it meanwhile never finds an aggregate
+    id it does not know: the new ones added first, the hosts' ids swapped,
+    the gone ones dropped last.
+    """
+    by_id = host_manager.aggs_by_id
+    by_id.update((aggregate.id, aggregate) for aggregate in aggregates)
+    hosts = collections.defaultdict(set)
+    for aggregate in aggregates:
+        for host in aggregate.hosts or ():
+            hosts[host].add(aggregate.id)
+    host_manager.host_aggregates_map = hosts
+    current = {aggregate.id for aggregate in aggregates}
+    for gone in [agg_id for agg_id in list(by_id) if agg_id not in current]:
+        by_id.pop(gone, None)
 
 
 def opt_info(conf, name, group=None):

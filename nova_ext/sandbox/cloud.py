@@ -122,6 +122,9 @@ class EmbeddedNova(test.TestCase,
 
         self._open_databases_like_a_nova_process()
         self.start_service('conductor')
+        # what nova-scheduler does when it first opens the API database
+        # through [api_database] connection = ...?plugin=nova_ext
+        activation.activate_scheduler()
         self.scheduler_service = self.start_service('scheduler')
         for host in self.HOSTS:
             self._start_compute(host, cell_name=self.HOST_CELLS.get(host))

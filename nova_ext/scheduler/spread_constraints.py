@@ -24,6 +24,8 @@ This module only parses and does the arithmetic; counting the members is
 :mod:`nova_ext.scheduler.failure_domains`'.
 """
 
+import collections
+import heapq
 import typing as ty
 
 from nova_ext import numbers
@@ -128,29 +130,143 @@ def _parse_one(text, levels, where):
                       True if hard is None else hard)
 
 
-def skew_minimum(eligible_counts, min_domains=None):
-    """The least number of members over the eligible domains (a list of
-    counts, one per domain, empty domains as 0), taken as 0 while fewer
-    than ``min_domains`` domains are eligible (Kubernetes' minDomains).
-    """
-    if not eligible_counts:
-        return 0
-    if min_domains is not None and len(eligible_counts) < min_domains:
-        return 0
-    return min(eligible_counts)
+def verdicts(constraint, members, eligible, placed, asked, remaining=0,
+             fillable=()):
+    """{domain: whether one more server of the request there keeps
+    ``constraint``} for each domain of ``asked``.
 
+    ``members``: {domain: members of the group there} at the constraint's
+    level, the request's own servers not among them; ``placed``: {domain:
+    servers of this request placed so far}; ``eligible``: the domains the
+    least count is taken over (those of the request's candidates, plus
+    those holding members); ``remaining``: servers of the request still to
+    place after this one, which may go to the domains of ``fillable``.
 
-def skew_allows(members, minimum, skew):
-    """Whether one more member in a domain holding ``members`` keeps the
-    skew: (members + 1) - minimum <= skew.
-    """
-    return members + 1 - minimum <= skew
-
-
-def allows(constraint, members, minimum):
-    """Whether ``constraint`` lets one more member into a domain holding
-    ``members`` (``minimum``: :func:`skew_minimum`, used by skew only).
+    A request's servers are legal together when, for every domain that
+    gets one, its final count is at most ``max``, or at most ``skew`` above
+    the least final count over the eligible domains (0 while fewer than
+    ``min_domains`` are eligible): exactly when they could have been placed
+    one after the other, each passing Kubernetes' check ``members + 1 -
+    least <= skew`` (doc/source/scheduler.rst). A domain is allowed for the
+    server being placed when the servers still to come can complete a legal
+    request: they go, one at a time, to the least filled domain of
+    ``fillable``, which raises the least count as far as it can go while
+    keeping the fullest domain that gets one as low as it can be.
+    Without that look-ahead a multi-create with skew would refuse, for its
+    second server, the domain its first took, though the fourth needs it.
     """
     if constraint.kind == MAX:
-        return members < constraint.value
-    return skew_allows(members, minimum, constraint.value)
+        return {domain: members.get(domain, 0) + placed.get(domain, 0) + 1
+                <= constraint.value for domain in asked}
+    counts = collections.Counter(members)
+    counts.update(placed)
+    fillable = frozenset(fillable)
+    remaining = max(0, remaining)
+    found = {}
+    # domains alike in these respects get the same answer: one
+    # computation per kind of domain, not per domain (``host`` level)
+    by_kind = {}
+    for domain in asked:
+        kind = (counts[domain], domain in placed, domain in fillable,
+                domain in eligible)
+        if kind not in by_kind:
+            by_kind[kind] = _skew_allows(constraint, counts, eligible,
+                                         placed, domain, remaining, fillable)
+        found[domain] = by_kind[kind]
+    return found
+
+
+def _skew_allows(constraint, counts, eligible, placed, domain, remaining,
+                 fillable):
+    final = collections.Counter(counts)
+    final[domain] += 1
+    receiving = set(placed)
+    receiving.add(domain)
+    if remaining:
+        if not fillable:
+            return False
+        levels = [(final[other], other) for other in fillable]
+        heapq.heapify(levels)
+        for _ in range(remaining):
+            level, other = heapq.heappop(levels)
+            final[other] = level + 1
+            receiving.add(other)
+            heapq.heappush(levels, (level + 1, other))
+    domains = set(eligible) | receiving
+    least = min(final[other] for other in domains)
+    if (constraint.min_domains is not None
+            and len(domains) < constraint.min_domains):
+        least = 0
+    return all(final[other] - least <= constraint.value
+               for other in receiving)
+
+
+def completable(constraints, members, eligible, placed, signature,
+                remaining, fillable, budget=2000):
+    """Whether one more server of the request on a host of ``signature``
+    (its domain at each constraint's level) leaves a way to place the
+    ``remaining`` servers still to come on hosts of the signatures of
+    ``fillable`` with every constraint kept: True, False, or None when
+    ``budget`` steps of the search did not tell.
+
+    ``members``, ``eligible`` and ``placed``: one each per constraint, as
+    for :func:`verdicts`. :func:`verdicts` answers for each constraint on
+    its own, exactly; several constraints together can leave no way even
+    when each alone does (a rack of the skew's least filled row is full
+    at the power level), which only a search of the request's completions
+    finds: depth first, least filled first, each step cut when some
+    constraint alone already has no way.
+    """
+    fillable = sorted(set(fillable), key=str)
+    steps = [budget]
+    dead = set()
+
+    def alone(chosen, left):
+        for index, constraint in enumerate(constraints):
+            counted = collections.Counter(placed[index])
+            for sig in chosen[:-1]:
+                counted[sig[index]] += 1
+            domain = chosen[-1][index]
+            if not verdicts(constraint, members[index], eligible[index],
+                            counted, [domain], left,
+                            {sig[index] for sig in fillable})[domain]:
+                return False
+        return True
+
+    def search(chosen, start, left):
+        if not alone(chosen, left):
+            return False
+        if not left:
+            return True
+        key = tuple(sorted(chosen, key=str))
+        if key in dead:
+            return False
+        for position in range(start, len(fillable)):
+            steps[0] -= 1
+            if steps[0] < 0:
+                raise _OutOfSteps()
+            if search(chosen + [fillable[position]], position, left - 1):
+                return True
+        dead.add(key)
+        return False
+
+    try:
+        return search([signature], 0, max(0, remaining))
+    except _OutOfSteps:
+        return None
+
+
+class _OutOfSteps(Exception):
+    pass
+
+
+def least_filled(members, eligible, min_domains=None):
+    """(domain, members) of the least filled eligible domain (ties: the
+    first by name), or (None, 0) while fewer than ``min_domains`` domains
+    are eligible or none is.
+    """
+    if not eligible or (min_domains is not None
+                        and len(eligible) < min_domains):
+        return None, 0
+    return min(((members.get(domain, 0), domain) for domain in eligible),
+               key=lambda pair: (pair[0], str(pair[1])))[::-1]

@@ -44,6 +44,7 @@ from nova.scheduler import utils as scheduler_utils
 
 from nova_ext import cache
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler import scheduling_request
 from nova_ext import upstream
 
 CONF = cfg.CONF
@@ -278,10 +279,13 @@ def _bounded(function, timeout, late=None, **kwargs):
 
 
 def reset():
-    """Forget the coordinator and its failures, as a fresh process would."""
-    global _coordination
+    """Forget the coordinator and its failures, and that this process read
+    the aggregates, as a fresh process would.
+    """
+    global _coordination, _view_checked_in
     _coordination = Coordination()
     _provider_names.clear()
+    _view_checked_in = None
 
 
 cache.register_reset(reset)
@@ -404,11 +408,18 @@ def _refuse(reason):
 
 def _scheduled_with_spread(scheduler, context, spec_obj, instance_uuids,
                            call):
+    """``call()`` (Nova's own select_destinations) inside the request's
+    :class:`SchedulingRequest`, under the group's spread lock when the
+    request asks for a spread.
+    """
+    _aggregate_view_of_this_process(scheduler.host_manager)
     group = _spread_group(spec_obj)
     if group is None or scheduler_utils.request_is_rebuild(spec_obj):
-        return call()
+        return scheduled_in_request(scheduler, spec_obj, instance_uuids,
+                                    None, call)
     if not CONF.nova_ext.spread_serialize_groups:
-        return _explained(call)
+        return scheduled_in_request(scheduler, spec_obj, instance_uuids,
+                                    None, call)
     timeout = CONF.nova_ext.spread_lock_timeout
     started = time.monotonic()
     local_locks = _coordination.local_locks
@@ -460,24 +471,58 @@ def _counted_and_scheduled(scheduler, context, spec_obj, instance_uuids,
     LOG.debug("nova-ext: server group %s counted from placement in %.0f ms "
               "(%d allocation reads): %s", group.uuid,
               (time.monotonic() - started) * 1000, calls, dict(per_host))
-    failure_domains.live_members.set(group.uuid, per_host,
-                                     len(group.hosts or []))
-    return _explained(call)
+    return scheduled_in_request(scheduler, spec_obj, instance_uuids,
+                                per_host, call)
 
 
-def _explained(call):
-    """``call()``, its NoValidHost carrying the filter's reason if any."""
-    if failure_domains.live_members.group_uuid is None:
-        failure_domains.live_members.clear()
-    try:
-        return call()
-    except exception.NoValidHost:
-        reason = failure_domains.live_members.reason()
-        if reason:
-            raise exception.NoValidHost(reason=reason)
-        raise
-    finally:
-        failure_domains.live_members.clear()
+def scheduled_in_request(scheduler, spec_obj, instance_uuids, members, call):
+    """``call()`` inside the request's :class:`SchedulingRequest`; its
+    NoValidHost carries nova-ext's reason, if a plugin gave one.
+    """
+    with scheduling_request.opened(spec_obj, instance_uuids,
+                                   scheduler.host_manager,
+                                   members=members) as request:
+        try:
+            return call()
+        except exception.NoValidHost:
+            if request.why_no_host:
+                raise exception.NoValidHost(reason=request.why_no_host)
+            raise
+
+
+# The process whose HostManager's aggregate view is known to be its own: a
+# nova-scheduler worker forked by its parent inherits the parent's view as
+# the scheduler's start read it, and Nova sends aggregate changes to the
+# workers only, so a worker forked later (after a crash) would never see
+# the changes made meanwhile. Each process re-reads the aggregates once,
+# before its first request.
+_view_checked_in = None
+_view_lock = threading.Lock()
+
+
+def _aggregate_view_of_this_process(host_manager):
+    global _view_checked_in
+    if _view_checked_in == os.getpid():
+        return
+    with _view_lock:
+        if _view_checked_in == os.getpid():
+            return
+        from nova import context as nova_context
+        try:
+            aggregates = objects.AggregateList.get_all(
+                nova_context.get_admin_context())
+        except Exception as error:
+            # the next request tries again; meanwhile the view Nova has
+            LOG.warning("nova-ext: could not re-read the aggregates in "
+                        "this scheduler process (%s); failure domains come "
+                        "from the aggregates as this process inherited "
+                        "them until a request succeeds in reading them",
+                        error)
+            return
+        upstream.reload_aggregate_view(host_manager, list(aggregates))
+        _view_checked_in = os.getpid()
+        LOG.debug("nova-ext: aggregates re-read in process %d (%d)",
+                  os.getpid(), len(aggregates))
 
 
 SELECT_DESTINATIONS = ('nova.scheduler.manager.SchedulerManager.'

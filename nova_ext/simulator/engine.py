@@ -329,7 +329,6 @@ class Simulation:
         from nova import objects
 
         from nova_ext import cache
-        from nova_ext.scheduler import failure_domains
 
         for group, option in UNSUPPORTED_OPTIONS:
             if getattr(getattr(conf, group), option):
@@ -380,7 +379,6 @@ class Simulation:
                     used, instances_on, index_of, allowed, image_instances,
                     objects, explain_arrival)
         finally:
-            failure_domains.live_members.clear()
             random.setstate(random_state)
         result.request_filters = active
         return result
@@ -463,7 +461,7 @@ class Simulation:
                 scheduler, simulated, simulated_cloud, ctxt, capacity, used,
                 instances_on, index_of, allowed, image_instances, objects,
                 explain_arrival):
-        from nova_ext.scheduler import failure_domains
+        from nova_ext.scheduler import scheduling_request
 
         workload = self.workload
         hosts = self.cluster.hosts
@@ -540,34 +538,43 @@ class Simulation:
             instance_uuids.append(instance_uuid)
             spec = self._request_spec(arrival, instance_uuid, flavors,
                                       images, groups, objects)
-            failure_domains.live_members.clear()
-            explaining = arrival.index + 1 == explain_arrival
-            steps, reason = self._pre_filter(ctxt, spec, host_manager,
-                                             explaining)
-            candidates = []
-            querystring = None
-            amounts = (0, 0, 0)
-            if reason is None:
-                querystring, amounts, candidates, reason = self._placement(
-                    ctxt, spec, host_manager, simulated_cloud, states,
-                    capacity, used)
-            if explaining:
-                explanation = self._explain(conf, host_manager, spec,
-                                            candidates, steps, querystring,
-                                            reason)
-            start = time.perf_counter()
-            chosen = None
-            if candidates:
-                try:
-                    sorted_hosts = upstream.sorted_hosts(
-                        scheduler, spec, candidates, 0)
-                except Exception as error:  # a filter's NoValidHost
-                    sorted_hosts = []
-                    reason = str(error)
-                if sorted_hosts:
-                    chosen = sorted_hosts[0]
-                    upstream.consume_selected_host(
-                        chosen, spec, instance_uuid=instance_uuid)
+            # the members as placement would count them, the request's
+            # server not yet among them
+            members = collections.Counter(
+                groups[arrival.group][2] if arrival.group else ())
+            with scheduling_request.opened(spec, [instance_uuid],
+                                           host_manager,
+                                           members=members) as request:
+                explaining = arrival.index + 1 == explain_arrival
+                steps, reason = self._pre_filter(ctxt, spec, host_manager,
+                                                 explaining)
+                candidates = []
+                querystring = None
+                amounts = (0, 0, 0)
+                if reason is None:
+                    querystring, amounts, candidates, reason = (
+                        self._placement(ctxt, spec, host_manager,
+                                        simulated_cloud, states, capacity,
+                                        used, request))
+                if explaining:
+                    explanation = self._explain(
+                        conf, host_manager, spec, candidates, steps,
+                        querystring, reason, members)
+                start = time.perf_counter()
+                chosen = None
+                if candidates:
+                    try:
+                        sorted_hosts = upstream.sorted_hosts(
+                            scheduler, spec, candidates, 0)
+                    except Exception as error:  # a filter's NoValidHost
+                        sorted_hosts = []
+                        reason = str(error)
+                    if sorted_hosts:
+                        chosen = sorted_hosts[0]
+                        upstream.consume_selected_host(
+                            chosen, spec, instance_uuid=instance_uuid)
+                    elif request.why_no_host:
+                        reason = request.why_no_host
             times.append(time.perf_counter() - start)
 
             if chosen is None:
@@ -679,15 +686,13 @@ class Simulation:
 
     @staticmethod
     def _placement(ctxt, spec, host_manager, simulated_cloud, states,
-                   capacity, used):
+                   capacity, used, request):
         """Placement's allocation candidates for ``spec``: the query Nova
         builds (``resources_from_request_spec``), answered by the model.
         Returns (query string, (VCPU, MEMORY_MB, DISK_GB) to claim,
         candidate HostStates, why there are none or None).
         """
         from nova.scheduler import utils as scheduler_utils
-
-        from nova_ext.scheduler import failure_domains
 
         querystring = scheduler_utils.resources_from_request_spec(
             ctxt, spec, host_manager,
@@ -722,18 +727,19 @@ class Simulation:
         reason = None
         if not candidates:
             # the failure_domain pre-filter says which domains it left out
-            reason = (failure_domains.live_members.reason()
-                      or 'placement: no host has room')
+            reason = request.why_no_host or 'placement: no host has room'
         return querystring, amounts, candidates, reason
 
     def _explain(self, conf, host_manager, spec, candidates, steps,
-                 querystring, reason):
+                 querystring, reason, members):
         """explain's breakdown of ``spec`` on the placement candidates, just
         before the replay decides it. Nova's pick is random with
         ``host_subset_size`` or ``shuffle_best_same_weighed_hosts``: the
         random state is given back, so the replay's own pick draws the same
         and the run is the same as without the breakdown.
         """
+        from nova_ext.scheduler import scheduling_request
+
         result = explain.new_result(spec, host_manager, conf)
         result['request_filters'] = steps
         if querystring is not None:
@@ -744,11 +750,14 @@ class Simulation:
             result['no_valid_host'] = reason or 'placement: no host has room'
             return result
         random_state = random.getstate()
+        # a clone: nothing the filters or weighers do to the request
+        # reaches the replay's
+        clone = spec.obj_clone()
         try:
-            # a clone: nothing the filters or weighers do to the request
-            # reaches the replay's
-            explain.filter_and_weigh(result, host_manager, candidates,
-                                     spec.obj_clone(), conf)
+            with scheduling_request.opened(clone, [clone.instance_uuid],
+                                           host_manager, members=members):
+                explain.filter_and_weigh(result, host_manager, candidates,
+                                         clone, conf)
         finally:
             random.setstate(random_state)
         return result

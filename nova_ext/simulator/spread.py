@@ -121,16 +121,13 @@ class Checker:
             domain = domains[host]
             counts = self.members[group, constraint.level]
             if constraint.hard and domain is not None:
-                if constraint.kind == spread_constraints.MAX:
-                    allowed = counts[domain] < constraint.value
-                else:
-                    eligible = {domains[i] for i in candidates} | {
-                        d for d, n in counts.items() if n}
-                    eligible.discard(None)
-                    minimum = spread_constraints.skew_minimum(
-                        [counts[d] for d in eligible],
-                        constraint.min_domains)
-                    allowed = counts[domain] + 1 - minimum <= constraint.value
+                # the scheduler's own rule (spread_constraints.verdicts),
+                # for one server
+                eligible = {domains[i] for i in candidates} | {
+                    d for d, n in counts.items() if n}
+                eligible.discard(None)
+                allowed = spread_constraints.verdicts(
+                    constraint, counts, eligible, {}, [domain])[domain]
                 if not allowed:
                     broken.append(constraint)
             if domain is not None:

@@ -148,7 +148,7 @@ class ExplainTest(ExplainTestCase):
         self.assertEqual(2, len(by_filter['ServerGroupAntiAffinityFilter']))
         last = by_filter['FailureDomainAntiAffinityFilter']
         self.assertEqual(2, len(last))
-        self.assertIn('already holds 1 member(s) of the group (max 1)',
+        self.assertIn('already holds 1 member of the group (max 1)',
                       last[0]['reason'])
         self.assertIn('FailureDomainAntiAffinityFilter',
                       result['no_valid_host'])
@@ -177,8 +177,9 @@ class ExplainTest(ExplainTestCase):
                      for step in result['filters']}
         last = by_filter['FailureDomainAntiAffinityFilter']
         self.assertEqual(2, len(last))
-        self.assertIn('already holds 1 member(s) of the group; the least '
-                      'filled eligible rack holds 0 (%s)' % constraint,
+        self.assertIn('%s: rack ' % constraint, last[0]['reason'])
+        self.assertIn('already holds 1 member of the group (fewer than 3 '
+                      'racks eligible: the least counts as 0)',
                       last[0]['reason'])
         self.assertIsNone(result['selected'])
 

@@ -511,7 +511,8 @@ class CandidateCapWithoutPreFilterTest(FailureDomainTestCase):
         self.assertOnlyRackR1IsReachableUnfiltered()
         second = self.boot('web-1', self.flavor, group, RACK_SPREAD,
                            expected_state='ERROR')
-        self.assertNoValidHost(second, 'every rack left (r1) already holds')
+        self.assertNoValidHost(second, 'every rack left is full (max 1 per '
+                               'rack): r1 (1)')
         self.assertEqual([{'r1'}, {'r1'}], self.racks_seen_by_filters())
 
 

@@ -81,7 +81,8 @@ class InFlightMemberTest(SpreadTestCase):
         self.assertCountEqual(['r1', 'r2', 'r3'], racks)
         refused = [s for s in others if s['status'] == 'ERROR']
         self.assertEqual(1, len(refused), others)
-        self.assertNoValidHost(refused[0], 'already holds 1 member')
+        self.assertNoValidHost(refused[0], 'rack:max=1: every rack left is '
+                               'full')
 
 
 class ReasonTest(SpreadTestCase):
@@ -91,8 +92,8 @@ class ReasonTest(SpreadTestCase):
         fourth = self.boot('web-3', self.flavor, group, HINTS,
                            expected_state='ERROR')
         self.assertNoValidHost(
-            fourth, 'every rack left (r1, r2, r3) already holds 1 member of '
-                    'server group web (%s) (max 1 per rack)' % group)
+            fourth, 'every rack left is full (max 1 per rack): r1 (1), r2 '
+                    '(1), r3 (1) (server group web %s)' % group)
 
     def test_multi_create_beyond_the_racks_names_the_limit(self):
         group = self.create_server_group('batch')

@@ -51,10 +51,10 @@ class SpreadConstraintsTest(base.RackedTestCase):
         hints = {KEY: 'rack:skew=1'}
         server = self.boot('in-az1', self.flavor, group, hints, zone='az1',
                            expected_state='ERROR')
-        self.assertNoValidHost(server, 'rack:skew=1: every rack left (r1, '
-                               'r2) already holds 2 members, at least 1 (the '
-                               'skew) above the least filled eligible rack '
-                               '(1)')
+        self.assertNoValidHost(server, 'rack:skew=1: the least filled '
+                               'eligible rack is r3 with 1 (no host left '
+                               'there); every rack left is more than 1 '
+                               'above it: r1 (2), r2 (2)')
         # outside az1 rack r3 is a candidate: the member goes there
         server = self.boot('anywhere', self.flavor, group, hints)
         self.assertEqual('r3', self.rack(server))
@@ -80,11 +80,10 @@ class SpreadConstraintsTest(base.RackedTestCase):
         self.assertEqual({'r1': 1, 'r2': 1, 'r3': 1}, self._racks(servers))
         fourth = self.boot('md-3', self.flavor, group, hints,
                            expected_state='ERROR')
-        self.assertNoValidHost(fourth, 'rack:skew=1,min_domains=4: every '
-                               'rack left (r1, r2, r3) already holds 1 '
-                               'member, at least 1 (the skew) above the '
-                               'least filled eligible rack (0: fewer than 4 '
-                               'racks eligible)')
+        self.assertNoValidHost(fourth, 'rack:skew=1,min_domains=4: fewer '
+                               'than 4 racks are eligible, so the least '
+                               'filled counts as 0; every rack left is more '
+                               'than 1 above it: r1 (1), r2 (1), r3 (1)')
         # three racks are enough for min_domains=3: the minimum is 1 now
         self.boot('md-ok', self.flavor, group,
                   {KEY: 'rack:skew=1,min_domains=3'})
@@ -103,7 +102,7 @@ class SpreadConstraintsTest(base.RackedTestCase):
         sixth = self.boot('two-5', self.flavor, group, hints,
                           expected_state='ERROR')
         self.assertNoValidHost(sixth, '(max 2 per rack)')
-        self.assertIn('every row left (row1) already holds 3 members',
+        self.assertIn('every row left is full (max 3 per row): row1 (3)',
                       sixth['fault']['message'])
 
     def test_host_level_without_aggregates(self):

@@ -4,6 +4,7 @@ query, and when it must leave one in.
 """
 
 import collections
+import types
 
 from oslo_utils.fixture import uuidsentinel as uuids
 
@@ -14,13 +15,15 @@ from nova import test
 from nova_ext import cache
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler.request_filters import failure_domain
+from nova_ext.scheduler import scheduling_request
 
 RACK = failure_domains.AGGREGATE_KEY_PREFIX + 'rack'
 SPREAD = {'nova_ext:spread_level': 'rack'}
 
 
 def aggregate(name, rack, *hosts):
-    return objects.Aggregate(uuid=getattr(uuids, name), name=name,
+    return objects.Aggregate(id=len(name) * 100 + sum(map(ord, name)),
+                             uuid=getattr(uuids, name), name=name,
                              metadata={RACK: rack}, hosts=list(hosts))
 
 
@@ -47,23 +50,23 @@ class ExcludeFullDomainsTest(test.NoDBTestCase):
                            aggregate('r1b', 'r1', 'h2'),
                            aggregate('r2', 'r2', 'h3', 'h4')]
         self.trait_domains = {}
-        self.listings = 0
-
-        def listing(*args):
-            self.listings += 1
-            return [a for a in self.aggregates if args[-1] in a.metadata]
-
-        self.stub_out('nova.objects.AggregateList.get_by_metadata_key',
-                      listing)
-        self.stub_out('nova_ext.scheduler.failure_domains._trait_domains',
+        self.stub_out('nova_ext.scheduler.failure_domains.trait_domains',
                       lambda level: self.trait_domains)
-        # the domains of members' hosts are remembered per process
         cache.forget_all()
-        failure_domains.live_members.clear()
-        self.addCleanup(failure_domains.live_members.clear)
 
-    def run_filter(self, spec):
-        applied = failure_domain.exclude_full_domains(self.ctxt, spec)
+    def run_filter(self, spec, members=None):
+        """(applied, forbidden aggregates, forbidden traits) of the
+        pre-filter, run inside the request as nova-scheduler runs it
+        (``members``: as placement counts them inside the spread lock;
+        None: the conductor's ``group.hosts``).
+        """
+        view = types.SimpleNamespace(
+            enabled_filters=[],
+            aggs_by_id={agg.id: agg for agg in self.aggregates})
+        with scheduling_request.opened(spec, [spec.instance_uuid], view,
+                                       members=members) as found:
+            applied = failure_domain.exclude_full_domains(self.ctxt, spec)
+            self.reason = found.why_no_host
         destination = (spec.requested_destination
                        if 'requested_destination' in spec else None)
         forbidden = set(destination.forbidden_aggregates or ()
@@ -76,8 +79,7 @@ class ExcludeFullDomainsTest(test.NoDBTestCase):
                          self.run_filter(spec))
         self.assertIn('failure_domain request filter left rack r1 out of '
                       'the placement query: it already holds the maximum '
-                      'of 1 member of server group web',
-                      failure_domains.live_members.reason())
+                      'of 1 member of server group web', self.reason)
 
     def test_rack_below_its_maximum_is_left_in(self):
         spec = request(dict(SPREAD, **{'nova_ext:spread_max_per_domain':
@@ -136,19 +138,12 @@ class ExcludeFullDomainsTest(test.NoDBTestCase):
     def test_live_counts_win_over_the_conductors_hosts(self):
         # spread_scheduling counted the group in placement without the
         # server being moved, whose source host is still in group.hosts
-        spec = request(hosts=['h1'])
-        failure_domains.live_members.set(uuids.group, collections.Counter(),
-                                         1)
-        self.assertEqual((False, set(), set()), self.run_filter(spec))
-        failure_domains.live_members.set(uuids.group,
-                                         collections.Counter(h3=1), 1)
-        self.assertEqual((True, {uuids.r2}, set()), self.run_filter(spec))
+        self.assertEqual((False, set(), set()), self.run_filter(
+            request(hosts=['h1']), members=collections.Counter()))
+        self.assertEqual((True, {uuids.r2}, set()), self.run_filter(
+            request(hosts=['h1']), members=collections.Counter(h3=1)))
 
-    def test_aggregates_are_remembered_for_the_cache_seconds(self):
-        self.run_filter(request(hosts=['h1']))
-        listed = self.listings
-        self.run_filter(request(hosts=['h1']))
-        self.assertEqual(listed, self.listings)
-        self.flags(failure_domain_cache_seconds=0, group='nova_ext')
-        self.run_filter(request(hosts=['h1']))
-        self.assertGreater(self.listings, listed)
+    def test_outside_a_request_nova_ext_spans_it_does_nothing(self):
+        spec = request(hosts=['h1'])
+        self.assertFalse(failure_domain.exclude_full_domains(self.ctxt,
+                                                             spec))

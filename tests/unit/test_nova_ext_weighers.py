@@ -4,9 +4,8 @@ ranking hosts exactly as the weighers would one by one.
 """
 
 import gc
+import types
 import weakref
-
-import fixtures
 
 from oslo_utils.fixture import uuidsentinel as uuids
 
@@ -18,9 +17,8 @@ from nova import test
 from nova.tests.unit.scheduler import fakes
 
 from nova_ext.scheduler import aggregate_keys
-from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler.filters import failure_domain
-from nova_ext.scheduler import host_facts
+from nova_ext.scheduler import scheduling_request
 from nova_ext.scheduler import weights
 from nova_ext.scheduler.weights import bin_packing
 from nova_ext.scheduler.weights import failure_domain_spread
@@ -31,9 +29,9 @@ PACKING_KEY = 'nova_ext:bin_packing_weight_multiplier'
 SPREAD_KEY = 'nova_ext:failure_domain_spread_weight_multiplier'
 
 
-def aggregate(agg_id, metadata):
+def aggregate(agg_id, metadata, hosts=()):
     return objects.Aggregate(id=agg_id, name='agg%d' % agg_id,
-                             metadata=metadata)
+                             metadata=metadata, hosts=list(hosts))
 
 
 def host(index, aggregates):
@@ -90,18 +88,39 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         super().setUp()
         # three racks; rack r2 doubles the packing multiplier, as an
         # operator would with aggregate metadata
-        racks = [aggregate(1, {RACK_KEY: 'r0'}),
-                 aggregate(2, {RACK_KEY: 'r1'}),
-                 aggregate(3, {RACK_KEY: 'r2', 'nova_ext:'
-                               'bin_packing_weight_multiplier': '2.0'})]
-        self.hosts = [host(i, [racks[i % 3]]) for i in range(12)]
+        names = ['host%d' % i for i in range(12)]
+        self.racks = [
+            aggregate(1, {RACK_KEY: 'r0'}, names[0::3]),
+            aggregate(2, {RACK_KEY: 'r1'}, names[1::3]),
+            aggregate(3, {RACK_KEY: 'r2', 'nova_ext:'
+                          'bin_packing_weight_multiplier': '2.0'},
+                      names[2::3])]
+        self.hosts = [host(i, [self.racks[i % 3]]) for i in range(12)]
         self.handler = nova_scheduler_weights.HostWeightHandler()
         self.flags(failure_domain_spread_weight_multiplier=3.0,
                    image_locality_weight_multiplier=0.5, group='nova_ext')
 
+    def request(self, policy='anti-affinity'):
+        """A request of the group, being scheduled (its SchedulingRequest
+        open until the test ends).
+        """
+        spec_obj = request(policy)
+        scope = scheduling_request.opened(spec_obj, [spec_obj.instance_uuid],
+                                          self.view())
+        scope.__enter__()
+        self.addCleanup(scope.__exit__, None, None, None)
+        return spec_obj
+
+    def view(self):
+        """What nova-ext reads of nova-scheduler's HostManager."""
+        return types.SimpleNamespace(
+            enabled_filters=[],
+            aggs_by_id={agg.id: agg for agg in self.racks})
+
     def ranking(self, weighers, spec_obj=None):
         weighed = self.handler.get_weighed_objects(
-            [cls() for cls in weighers], self.hosts, spec_obj or request())
+            [cls() for cls in weighers], self.hosts,
+            spec_obj or self.request())
         return [(w.obj.host, w.weight) for w in weighed]
 
     def filtered(self, spec_obj):
@@ -146,12 +165,14 @@ class NovaExtWeighersTest(test.NoDBTestCase):
 
     def test_a_weighed_request_leaves_no_host_behind(self):
         # Given a request filtered and weighed by Nova's handlers, with
-        # nova-ext's filter and weighers
+        # nova-ext's filter and weighers, inside its SchedulingRequest
         spec_obj = request()
-        passed = self.filtered(spec_obj)
-        weighed = self.handler.get_weighed_objects(
-            [weights.NovaExtWeighers()], passed, spec_obj)
-        self.assertEqual(8, len(weighed))
+        with scheduling_request.opened(spec_obj, [spec_obj.instance_uuid],
+                                       self.view()):
+            passed = self.filtered(spec_obj)
+            weighed = self.handler.get_weighed_objects(
+                [weights.NovaExtWeighers()], passed, spec_obj)
+            self.assertEqual(8, len(weighed))
         # When nova-scheduler drops a host (its compute service deleted)
         # while this thread waits for its next request
         gone = weakref.ref(self.hosts.pop())
@@ -160,29 +181,19 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         # Then nothing nova-ext kept of the request holds it
         self.assertIsNone(gone())
 
-    def test_the_weighers_get_by_position_what_the_filter_kept(self):
-        # Given nova-ext's filter ran in Nova's filter handler and dropped
-        # rack r0, which holds the group's member
-        spec_obj = request()
-        passed = self.filtered(spec_obj)
-        self.assertEqual(8, len(passed))
-        # When the weighers ask for the names, aggregates and racks of the
-        # hosts that passed, as Nova's weight handler hands them on
-        names = host_facts.names(spec_obj, list(passed))
-        sets = host_facts.aggregate_sets(spec_obj, list(passed))
-        spread, = failure_domains.spread_requests(spec_obj, list(passed))
-        racks = spread.domains_of(list(passed))
-        # Then they get them in order, from what the filter read, with no
-        # index of the request's hosts built for them (the member's host
-        # was read alone, to count the member in its rack)
-        self.assertEqual([h.host for h in passed], names)
-        self.assertEqual([tuple(h.aggregates) for h in passed], sets)
-        self.assertEqual(['r1', 'r2'] * 4, racks)
-        self.assertEqual([], list(host_facts._request.names))
-        self.assertEqual([self.hosts[0]],
-                         list(host_facts._request.aggregate_sets))
-        self.assertEqual([self.hosts[0]], list(spread.host_domains))
-        host_facts.release(spec_obj)
+    def test_weights_are_returned_one_per_host_as_nova_asks(self):
+        # Given the hosts weighed as Nova's handler hands them
+        weighed = [nova_scheduler_weights.WeighedHost(h, 0.0)
+                   for h in self.hosts]
+        # When NovaExtWeighers weighs them
+        returned = weights.NovaExtWeighers().weigh_objects(weighed,
+                                                           self.request())
+        # Then it returns one weight per host and leaves theirs alone
+        # (Nova's BaseWeigher.weigh_objects contract)
+        self.assertEqual(len(self.hosts), len(returned))
+        self.assertEqual([0.0] * len(self.hosts),
+                         [w.weight for w in weighed])
+        self.assertGreater(len(set(returned)), 1)
 
     def test_same_ranking_and_weights_as_one_by_one(self):
         together = self.assertSameAsOneByOne()
@@ -191,84 +202,19 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.assertNotIn(together[0][0], ('host0', 'host3', 'host6',
                                           'host9'))
 
-    def test_weights_added_in_place_are_the_handed_over_ones_exactly(self):
-        # Given the same request weighed through Nova's handler twice: once
-        # with the scores added to the hosts by NovaExtWeighers, once
-        # handed to the handler as weights
-        spec_obj = request()
-        in_place = weights.NovaExtWeighers()
-        handed_over = weights.NovaExtWeighers()
-        handed_over.adds_in_place = False
-        self.assertTrue(in_place.adds_in_place)
-        # When the handler ranks the hosts
-        added = self.handler.get_weighed_objects([in_place], self.hosts,
-                                                 spec_obj)
-        returned = self.handler.get_weighed_objects([handed_over],
-                                                    self.hosts, spec_obj)
-        # Then the ranking and every weight are the same, bit for bit, and
-        # the weighers did decide something
-        self.assertEqual([(w.obj.host, w.weight) for w in returned],
-                         [(w.obj.host, w.weight) for w in added])
-        self.assertGreater(len({w.weight for w in added}), 1)
-
-    def test_the_handler_does_no_work_per_host_for_the_slot(self):
-        # Given NovaExtWeighers in Nova's handler, its multiplier counted
-        composite = weights.NovaExtWeighers()
-        asked = []
-        composite.weight_multiplier = lambda host_state: asked.append(
-            host_state) or 1
-        # When a request is weighed
-        weighed = self.handler.get_weighed_objects([composite], self.hosts,
-                                                   request())
-        # Then the handler asked no host's multiplier (nor formatted its
-        # weight): the scores were already in the weights
-        self.assertEqual([], asked)
-        self.assertEqual(len(self.hosts), len(weighed))
-
-    def test_a_handler_that_wants_every_weight_gets_them(self):
-        # Given a Nova whose weight handler refuses a weigher that returns
-        # fewer weights than hosts (a release that stopped taking "no
-        # weights" as "nothing to add")
-        handler_class = nova_scheduler_weights.HostWeightHandler
-        original = handler_class.get_weighed_objects
-
-        def one_weight_per_host(handler, weighers, obj_list, props):
-            for weigher in weighers:
-                weigh = weigher.weigh_objects
-
-                def checked(objs, spec, weigh=weigh):
-                    returned = weigh(objs, spec)
-                    if len(returned) != len(objs):
-                        raise ValueError('one weight per host')
-                    return returned
-                weigher.weigh_objects = checked
-            return original(handler, weighers, obj_list, props)
-
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.scheduler.weights.HostWeightHandler.get_weighed_objects',
-            one_weight_per_host))
-        # When nova-scheduler starts with it
-        composite = weights.NovaExtWeighers()
-        # Then the weigher saw it, said so, and hands its weights over: the
-        # strict handler ranks as the weighers would one by one
-        self.assertFalse(composite.adds_in_place)
-        self.assertIn("does not keep the weights a weigher adds",
-                      self.stdlog.logger.output)
-        self.assertSameAsOneByOne()
-
     def test_aggregate_metadata_overrides_a_multiplier(self):
         self.flags(bin_packing_weight_multiplier=1.5, group='nova_ext')
         packing = bin_packing.BinPackingWeigher()
         weighed = [type('W', (), {'obj': h})() for h in self.hosts]
         for _ in range(2):  # what one request learnt misleads no other
             _raw, _normalised, multipliers = weights.scores(
-                packing, weighed, request())
+                packing, weighed, self.request())
             self.assertEqual([2.0 if i % 3 == 2 else 1.5
                               for i in range(len(self.hosts))], multipliers)
         self.hosts[0].aggregates[0].metadata[
             'nova_ext:bin_packing_weight_multiplier'] = '3.0'
         _raw, _normalised, multipliers = weights.scores(
-            packing, weighed, request())
+            packing, weighed, self.request())
         self.assertEqual(3.0, multipliers[0])
 
     def test_explained_one_by_one(self):
@@ -280,10 +226,10 @@ class NovaExtWeighersTest(test.NoDBTestCase):
     def test_a_failing_weigher_loses_its_vote_only(self):
         composite = weights.NovaExtWeighers()
         alone = composite.total_scores(
-            [type('W', (), {'obj': h})() for h in self.hosts], request())
+            [type('W', (), {'obj': h})() for h in self.hosts], self.request())
         composite.parts.append(Exploding())
         with_failure = composite.total_scores(
-            [type('W', (), {'obj': h})() for h in self.hosts], request())
+            [type('W', (), {'obj': h})() for h in self.hosts], self.request())
         self.assertEqual(alone, with_failure)
         self.assertIn('Exploding failed for instance', self.stdlog.logger
                       .output)
@@ -296,7 +242,8 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.override_more_multipliers()
         self.flags(bin_packing_weight_multiplier=1.5, group='nova_ext')
         parts = weights.NovaExtWeighers().parts
-        columns = weights.multipliers_per_part(parts, self.hosts, request())
+        columns = weights.multipliers_per_part(parts, self.hosts,
+                                               self.request())
         for part, column in zip(parts, columns):
             option = part.multiplier_option
             configured = getattr(weights.CONF.nova_ext, option)
@@ -317,7 +264,7 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         # stand aside for Nova's group weigher, the spread weigher
         # serves it
         self.override_more_multipliers()
-        spec_obj = request('soft-anti-affinity')
+        spec_obj = self.request('soft-anti-affinity')
         self.assertSameAsOneByOne(spec_obj)
         spread = failure_domain_spread.FailureDomainSpreadWeigher()
         weighed = [type('W', (), {'obj': h})() for h in self.hosts]
@@ -337,9 +284,9 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.assertEqual(
             [0.0] * len(self.hosts),
             weights.NovaExtWeighers().total_scores(
-                weighed, request('soft-affinity')))
+                weighed, self.request('soft-affinity')))
         self.assertNotIn("Could not decode", self.stdlog.logger.output)
-        weights.NovaExtWeighers().total_scores(weighed, request())
+        weights.NovaExtWeighers().total_scores(weighed, self.request())
         self.assertIn("Could not decode", self.stdlog.logger.output)
 
     def assertPartLosesItsVoteOnly(self, index, part):
@@ -349,9 +296,10 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         self.override_more_multipliers()
         composite = weights.NovaExtWeighers()
         weighed = [type('W', (), {'obj': h})() for h in self.hosts]
-        alone = composite.total_scores(weighed, request())
+        alone = composite.total_scores(weighed, self.request())
         composite.parts.insert(index, part)
-        self.assertEqual(alone, composite.total_scores(weighed, request()))
+        self.assertEqual(alone, composite.total_scores(weighed,
+                                                       self.request()))
         self.assertIn('%s failed for instance' % type(part).__name__,
                       self.stdlog.logger.output)
 
@@ -367,7 +315,7 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         composite.parts = [image_locality.ImageLocalityWeigher()]
         weighed = [type('W', (), {'obj': h})() for h in self.hosts]
         self.assertEqual([0.0] * len(self.hosts),
-                         composite.total_scores(weighed, request()))
+                         composite.total_scores(weighed, self.request()))
         self.assertNotIn("Could not decode", self.stdlog.logger.output)
 
     def test_a_multiplier_that_cannot_be_read_costs_one_vote(self):

@@ -536,8 +536,8 @@ class ExplainArrivalTest(SimulatorTestCase):
         self.assertEqual([{'host': 'h-001', 'reason': None}],
                          removed['ServerGroupAntiAffinityFilter'])
         self.assertEqual(
-            [{'host': 'h-002', 'reason': 'rack r001 already holds 1 '
-              'member(s) of the group (max 1)'}],
+            [{'host': 'h-002', 'reason': 'rack:max=1: rack r001 already '
+              'holds 1 member of the group (max 1)'}],
             removed['FailureDomainAntiAffinityFilter'])
         self.assertEqual('h-003', spread.explain['selected'])
         self.assertEqual('h-003', spread.placements[1])

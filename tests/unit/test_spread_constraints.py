@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""nova_ext:spread_constraints: the grammar, and the skew arithmetic."""
+"""nova_ext:spread_constraints: the grammar, the arithmetic, and what the
+filter and the weigher make of it.
+"""
 
 from oslo_utils.fixture import uuidsentinel as uuids
 
@@ -12,6 +14,8 @@ from nova_ext.scheduler import spread_constraints as sc
 from nova_ext.scheduler.weights import failure_domain_spread
 from tests.unit.test_failure_domains import group
 from tests.unit.test_failure_domains import host
+from tests.unit.test_failure_domains import opened
+from tests.unit.test_failure_domains import racks
 from tests.unit.test_failure_domains import request
 
 LEVELS = ['rack', 'row', 'power']
@@ -71,134 +75,107 @@ class ParseTest(testtools.TestCase):
         self.assertRaises(ValueError, sc.parse, 'rack:max=1', ['pdu'])
 
 
-class SkewArithmeticTest(testtools.TestCase):
+class VerdictsTest(testtools.TestCase):
+    """spread_constraints.verdicts, the rule every reader shares."""
 
-    def test_minimum_over_eligible_domains(self):
-        self.assertEqual(0, sc.skew_minimum([]))
-        self.assertEqual(1, sc.skew_minimum([3, 1, 2]))
-        self.assertEqual(0, sc.skew_minimum([3, 0, 2]))
+    def verdict(self, text, members, domain, placed=None, remaining=0,
+                eligible=None, fillable=None):
+        constraint, = sc.parse(text, ['rack'])
+        eligible = set(members) | {domain} if eligible is None else eligible
+        return sc.verdicts(constraint, members, frozenset(eligible),
+                           placed or {}, [domain], remaining,
+                           eligible if fillable is None else fillable)[domain]
 
-    def test_min_domains_makes_the_minimum_zero_when_too_few(self):
-        self.assertEqual(1, sc.skew_minimum([1, 2], min_domains=2))
-        self.assertEqual(0, sc.skew_minimum([1, 2], min_domains=3))
-        self.assertEqual(1, sc.skew_minimum([1, 2, 1], min_domains=3))
+    def test_max(self):
+        self.assertTrue(self.verdict('rack:max=2', {'r1': 1}, 'r1'))
+        self.assertFalse(self.verdict('rack:max=2', {'r1': 2}, 'r1'))
+        self.assertFalse(self.verdict('rack:max=2', {'r1': 1}, 'r1',
+                                      placed={'r1': 1}))
 
-    def test_skew(self):
-        # (members + 1) - minimum <= skew
-        self.assertTrue(sc.skew_allows(0, 0, 1))
-        self.assertFalse(sc.skew_allows(1, 0, 1))
-        self.assertTrue(sc.skew_allows(1, 0, 2))
-        self.assertTrue(sc.skew_allows(3, 2, 2))
-        self.assertFalse(sc.skew_allows(4, 2, 2))
+    def test_skew_is_kubernetes_for_one_server(self):
+        members = {'r1': 2, 'r2': 1, 'r3': 1}
+        self.assertFalse(self.verdict('rack:skew=1', members, 'r1'))
+        self.assertTrue(self.verdict('rack:skew=1', members, 'r2'))
+        self.assertTrue(self.verdict('rack:skew=2', members, 'r1'))
 
-    def test_allows_max_and_skew(self):
-        self.assertTrue(sc.allows(sc.Constraint('rack', 'max', 2), 1, 0))
-        self.assertFalse(sc.allows(sc.Constraint('rack', 'max', 2), 2, 0))
-        self.assertTrue(sc.allows(sc.Constraint('rack', 'skew', 1), 1, 1))
-        self.assertFalse(sc.allows(sc.Constraint('rack', 'skew', 1), 2, 1))
+    def test_min_domains_counts_the_least_as_zero_while_too_few(self):
+        self.assertFalse(self.verdict('rack:skew=1,min_domains=3',
+                                      {'r1': 1, 'r2': 1}, 'r1'))
+        self.assertTrue(self.verdict('rack:skew=2,min_domains=3',
+                                     {'r1': 1, 'r2': 1}, 'r1'))
+
+    def test_a_domain_too_far_ahead_can_be_caught_up_by_the_rest(self):
+        # 2/0 with skew 1 is illegal on its own, 2/2 is not: with two
+        # servers still to come, r1 may take the second server
+        self.assertFalse(self.verdict('rack:skew=1', {}, 'r1',
+                                      placed={'r1': 1},
+                                      eligible={'r1', 'r2'}))
+        self.assertTrue(self.verdict('rack:skew=1', {}, 'r1',
+                                     placed={'r1': 1}, remaining=2,
+                                     eligible={'r1', 'r2'}))
+        # ... but not when r2 has no host left for them
+        self.assertFalse(self.verdict('rack:skew=1', {}, 'r1',
+                                      placed={'r1': 1}, remaining=2,
+                                      eligible={'r1', 'r2'},
+                                      fillable={'r1'}))
+
+    def test_least_filled(self):
+        self.assertEqual(('r2', 0), sc.least_filled({'r1': 1}, {'r1', 'r2'}))
+        self.assertEqual((None, 0), sc.least_filled({'r1': 1}, {'r1', 'r2'},
+                                                    min_domains=3))
 
 
-class SpreadRequestsTest(test.NoDBTestCase):
-    """What the filter and weigher make of the key."""
+class FilterAndWeigherTest(test.NoDBTestCase):
+    """Given r1 holding two members (h1, h2), r2 one (h3) and r3 none, when
+    a request of the group asks for constraints, then the filter passes
+    and the weigher ranks ...
+    """
 
     def setUp(self):
         super().setUp()
-        failure_domains._last_spread_request.clear()
-        self.addCleanup(failure_domains._last_spread_request.clear)
-        # r1 holds two members (h1, h2), r2 one (h3), r3 none
-        self.hosts = [host('h1', 'r1'), host('h2', 'r1'), host('h3', 'r2'),
-                      host('h4', 'r2'), host('h5', 'r3'), host('h6', 'r3')]
-        self.group = group(hosts=['h1', 'h2', 'h3'],
-                           members=[uuids.m1, uuids.m2, uuids.m3])
-        self.group.name = 'web'
+        self.aggregates = racks(r1=['h1', 'h2'], r2=['h3', 'h4'],
+                                r3=['h5', 'h6'])
+        self.hosts = [host('h%d' % i) for i in range(1, 7)]
+        self.members = {'h1': 1, 'h2': 1, 'h3': 1}
 
-    def _requests(self, value, source='hint', hosts=None, **extra):
-        hints = {KEY: value} if source == 'hint' else {}
-        specs = {KEY: value} if source == 'flavor' else {}
-        hints.update(extra.get('hints', {}))
-        specs.update(extra.get('specs', {}))
-        spec = request(hints=hints, extra_specs=specs, group=self.group)
-        return spec, failure_domains.spread_requests(
-            spec, self.hosts if hosts is None else hosts)
+    def spec(self, hints=None, extra_specs=None):
+        spec = request(hints=hints, extra_specs=extra_specs,
+                       group=group(hosts=['h1', 'h2', 'h3'],
+                                   members=[uuids.m1, uuids.m2, uuids.m3]))
+        opened(self, spec, self.aggregates, members=self.members)
+        return spec
 
-    def _passing(self, value, hosts=None):
-        spec, _requests = self._requests(value, hosts=hosts)
+    def passing(self, value, hosts=None):
         return [h.host for h in fd_filter.FailureDomainAntiAffinityFilter(
-        ).filter_all(self.hosts if hosts is None else hosts, spec)]
-
-    def test_one_request_per_constraint_counted_at_its_level(self):
-        _spec, requests = self._requests('rack:max=3;host:skew=1,soft')
-        self.assertEqual(['rack', 'host'], [r.level for r in requests])
-        self.assertEqual({'r1': 2, 'r2': 1}, requests[0].members_per_domain)
-        self.assertEqual({'host:h1': 1, 'host:h2': 1, 'host:h3': 1},
-                         requests[1].members_per_domain)
-        self.assertEqual([True, False], [r.hard for r in requests])
-
-    def test_skew_minimum_over_candidates_and_member_domains(self):
-        _spec, (rack,) = self._requests('rack:skew=1')
-        self.assertEqual(0, rack.minimum(self.hosts))
-        # without r3's hosts the emptiest eligible rack is r2
-        self.assertEqual(1, rack.minimum(self.hosts[:4]))
-        # r1 holds members: it stays eligible with no candidate in it
-        self.assertEqual({'r1', 'r2'},
-                         rack.eligible_domains(self.hosts[3:4]))
+        ).filter_all(self.hosts if hosts is None else hosts,
+                     self.spec({KEY: value}))]
 
     def test_filter_skew(self):
         # r3 empty: only r3 may take one more with skew 1
-        self.assertEqual(['h5', 'h6'], self._passing('rack:skew=1'))
+        self.assertEqual(['h5', 'h6'], self.passing('rack:skew=1'))
         self.assertEqual(['h3', 'h4', 'h5', 'h6'],
-                         self._passing('rack:skew=2'))
+                         self.passing('rack:skew=2'))
         # without r3 among the candidates the minimum is r2's 1
-        self.assertEqual(['h3', 'h4'], self._passing('rack:skew=1',
-                                                     self.hosts[:4]))
+        self.assertEqual(['h3', 'h4'], self.passing('rack:skew=1',
+                                                    self.hosts[:4]))
         # ... unless three racks must be eligible: the minimum is then 0
-        self.assertEqual([], self._passing('rack:skew=1,min_domains=3',
-                                           self.hosts[:4]))
+        self.assertEqual([], self.passing('rack:skew=1,min_domains=3',
+                                          self.hosts[:4]))
 
     def test_filter_applies_every_hard_constraint_and_no_soft_one(self):
         self.assertEqual(['h4', 'h5', 'h6'],
-                         self._passing('rack:max=2;host:max=1'))
+                         self.passing('rack:max=2;host:max=1'))
         self.assertEqual(['h3', 'h4', 'h5', 'h6'],
-                         self._passing('rack:max=2;host:max=1,soft'))
+                         self.passing('rack:max=2;host:max=1,soft'))
 
-    def test_flavor_wins_over_hint_for_the_whole_key(self):
-        spec = request(hints={KEY: 'rack:max=1'},
-                       extra_specs={KEY: 'row:max=5'}, group=self.group)
-        (only,) = failure_domains.spread_requests(spec, self.hosts)
-        self.assertEqual(('row', 5), (only.level, only.max_per_domain))
-
-    def test_old_keys_mean_one_hard_max(self):
-        spec = request(hints={failure_domains.SPREAD_LEVEL: 'rack'},
-                       group=self.group)
-        (only,) = failure_domains.spread_requests(spec, self.hosts)
-        self.assertEqual(sc.Constraint('rack', 'max', 1), only.constraint)
-
-    def test_old_and_new_keys_together_are_refused_naming_both(self):
-        for extra in ({'hints': {failure_domains.SPREAD_LEVEL: 'rack'}},
-                      {'specs': {failure_domains.SPREAD_MAX_PER_DOMAIN:
-                                 '2'}}):
-            error = self.assertRaises(
-                failure_domains.InvalidSpreadRequest, self._requests,
-                'rack:max=1', **extra)
-            self.assertIn(KEY, str(error))
-            self.assertIn('cannot be combined', str(error))
-
-    def test_malformed_hint_names_the_hint(self):
-        error = self.assertRaises(failure_domains.InvalidSpreadRequest,
-                                  self._requests, 'rack:skew=0')
-        self.assertIn('scheduler hint ' + KEY, str(error))
-
-    def test_hint_without_group_is_refused(self):
-        spec = request(hints={KEY: 'rack:max=1'})
-        error = self.assertRaises(failure_domains.InvalidSpreadRequest,
-                                  failure_domains.spread_requests, spec, [])
-        self.assertIn(KEY + ' needs a server group', str(error))
-
-    def test_weigher_soft_violation_ranks_below_any_member_count(self):
-        spec, _requests = self._requests('rack:skew=1,soft')
+    def weights(self, spec):
         weigher = failure_domain_spread.FailureDomainSpreadWeigher()
         state = weigher.prepare(spec, self.hosts)
-        weights = {h.host: weigher.weigh(h, state) for h in self.hosts}
+        return dict(zip([h.host for h in self.hosts],
+                        weigher.weigh_all(self.hosts, state)))
+
+    def test_weigher_soft_violation_ranks_below_any_member_count(self):
+        weights = self.weights(self.spec({KEY: 'rack:skew=1,soft'}))
         # r3 (no member, within skew) first; r2 (1 member, breaks skew 1
         # against r3's 0) and r1 below it
         self.assertEqual(0, weights['h5'])
@@ -206,18 +183,16 @@ class SpreadRequestsTest(test.NoDBTestCase):
         self.assertLess(weights['h1'], weights['h3'])
 
     def test_weigher_old_keys_unchanged(self):
-        spec = request(hints={failure_domains.SPREAD_LEVEL: 'rack'},
-                       group=self.group)
-        weigher = failure_domain_spread.FailureDomainSpreadWeigher()
-        state = weigher.prepare(spec, self.hosts)
+        weights = self.weights(self.spec({failure_domains.SPREAD_LEVEL:
+                                          'rack'}))
         self.assertEqual([-2, -2, -1, -1, 0, 0],
-                         [weigher.weigh(h, state) for h in self.hosts])
+                         [weights[h.host] for h in self.hosts])
 
     def test_spread_constraints_take_the_group_spread_lock(self):
         # the members must be counted inside the group's lock, as for
         # nova_ext:spread_level
         from nova_ext.scheduler import spread_scheduling
-        spec = request(hints={KEY: 'host:skew=1,soft'}, group=self.group)
-        self.assertIs(self.group, spread_scheduling._spread_group(spec))
-        spec = request(group=self.group)
-        self.assertIsNone(spread_scheduling._spread_group(spec))
+        spec = request(hints={KEY: 'host:skew=1,soft'}, group=group())
+        self.assertIsNotNone(spread_scheduling._spread_group(spec))
+        self.assertIsNone(spread_scheduling._spread_group(
+            request(group=group())))

@@ -7,6 +7,7 @@ itself on MariaDB and Redis: tests/system).
 import os
 import threading
 import time
+import types
 
 import fixtures
 from oslo_config import fixture as config_fixture
@@ -359,9 +360,16 @@ class StalledBackendRequestTest(test.NoDBTestCase):
             instance_uuid=uuids.server)
         scheduled = []
         started = time.monotonic()
+        # this process's aggregate view is current: nothing to re-read
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.scheduler.spread_scheduling._view_checked_in',
+            os.getpid()))
+        scheduler = types.SimpleNamespace(host_manager=types.SimpleNamespace(
+            enabled_filters=[], aggs_by_id={}))
         error = self.assertRaises(
             exception.NoValidHost, spread_scheduling._scheduled_with_spread,
-            None, None, spec, [uuids.server], lambda: scheduled.append(1))
+            scheduler, None, spec, [uuids.server],
+            lambda: scheduled.append(1))
         self.assertLess(time.monotonic() - started,
                         2 + spread_scheduling.ACQUIRE_MARGIN)
         # whole seconds (what is left of 2 s): tooz's SQL drivers wait

@@ -15,32 +15,9 @@ from nova_ext import cache
 from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import failure_domains
 from tests.unit.test_failure_domains import group
-from tests.unit.test_failure_domains import host
+from tests.unit.test_failure_domains import opened
 from tests.unit.test_failure_domains import RACK
 from tests.unit.test_failure_domains import request
-
-
-class StrictHintTest(test.NoDBTestCase):
-
-    def test_max_per_domain_in_plain_decimal_only(self):
-        for bad in ('1_000', '+3', '\uff13', ' 3', '3 ', '03', '2.0', '1e3',
-                    '10000000', '9' * 400, '0', '-1'):
-            error = self.assertRaises(
-                failure_domains.InvalidSpreadRequest,
-                failure_domains.spread_requests,
-                request({'nova_ext:spread_level': 'rack',
-                         'nova_ext:spread_max_per_domain': bad},
-                        group=group()), [])
-            self.assertIn('nova_ext:spread_max_per_domain=%r' % bad,
-                          str(error))
-            self.assertIn('plain decimal digits', str(error))
-
-    def test_plain_numbers_are_read(self):
-        spread, = failure_domains.spread_requests(
-            request({'nova_ext:spread_level': 'rack',
-                     'nova_ext:spread_max_per_domain': '12'},
-                    group=group()), [])
-        self.assertEqual(12, spread.max_per_domain)
 
 
 class AggregateNearMissTest(test.NoDBTestCase):
@@ -49,47 +26,38 @@ class AggregateNearMissTest(test.NoDBTestCase):
         super().setUp()
         cache.forget_all()
 
-    def aggregate(self, metadata):
-        return objects.Aggregate(id=7, name='rack-r1', metadata=metadata)
+    def aggregate(self, metadata, agg_id=7, name='rack-r1'):
+        return objects.Aggregate(id=agg_id, name=name, metadata=metadata,
+                                 hosts=['h1'])
 
     def domain(self, metadata):
-        state = host('h1')
-        state.aggregates = [self.aggregate(metadata)]
-        # as the filter and weigher read it: the request first, then the
-        # host's domain
-        failure_domains.spread_requests(
-            request({'nova_ext:spread_level': 'rack'}, group=group()),
-            [state])
-        return failure_domains.host_domain(state, 'rack', own_domain=False)
+        """h1's rack, as a spread request's filter and weigher read it."""
+        return self.domains([self.aggregate(metadata)]).of('h1', 'rack')
+
+    def domains(self, aggregates):
+        spec = request({'nova_ext:spread_level': 'rack'}, group=group())
+        return opened(self, spec, aggregates).domains()
 
     def test_checked_once_per_request_not_per_host(self):
-        states = [host('h%d' % i) for i in range(3)]
         shared = self.aggregate({RACK.upper(): 'r1'})
-        for state in states:
-            state.aggregates = [shared]
         with mock.patch.object(aggregate_keys, 'warn_near_misses') as warn:
-            failure_domains.spread_requests(
-                request({'nova_ext:spread_level': 'rack'}, group=group()),
-                states)
+            domains = self.domains([shared])
+            for name in ('h1', 'h2', 'h3'):
+                domains.of(name, 'rack')
         warn.assert_called_once_with(shared, aggregate_keys.keys_read(
             failure_domains.CONF))
 
-    def test_candidates_walked_once_per_failure_domain_cache_period(self):
+    def test_aggregates_walked_once_per_failure_domain_cache_period(self):
         clock = self.useFixture(fixtures.MockPatchObject(
             failure_domains.time, 'monotonic', return_value=1000.0)).mock
         self.domain({RACK.upper(): 'r1'})
         self.assertEqual(1, self.stdlog.logger.output.count('rack-r1'))
         # a new aggregate within the period waits for the next walk
-        state = host('h2')
-        state.aggregates = [objects.Aggregate(
-            id=8, name='rack-r2', metadata={RACK + ' ': 'r2'})]
-        spread = request({'nova_ext:spread_level': 'rack'}, group=group())
-        failure_domains.spread_requests(spread, [state])
+        later = [self.aggregate({RACK + ' ': 'r2'}, 8, 'rack-r2')]
+        self.domains(later)
         self.assertNotIn('rack-r2', self.stdlog.logger.output)
         clock.return_value = 1010.0
-        failure_domains.spread_requests(
-            request({'nova_ext:spread_level': 'rack'}, group=group()),
-            [state])
+        self.domains(later)
         self.assertIn("aggregate rack-r2: key %r is not %r" % (
             RACK + ' ', RACK), self.stdlog.logger.output)
 

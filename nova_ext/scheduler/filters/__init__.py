@@ -12,8 +12,6 @@ Operators list :func:`all_filters` beside Nova's own in nova.conf::
 from nova.scheduler import filters
 
 from nova_ext import loader
-from nova_ext.scheduler import request_filters
-from nova_ext.scheduler import spread_scheduling
 
 NAMESPACE = 'nova_ext.scheduler.filters'
 
@@ -22,8 +20,4 @@ def all_filters():
     """Every filter class registered in the ``nova_ext.scheduler.filters``
     entry-point namespace, ours and third parties'.
     """
-    # nova-scheduler calls this once at start: the moment to activate
-    # the request filters nova.conf asks for.
-    request_filters.activate()
-    spread_scheduling.install()
     return loader.load_plugin_classes(NAMESPACE, filters.BaseHostFilter)

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""FailureDomainAntiAffinityFilter: never more than N group members per domain.
+"""FailureDomainAntiAffinityFilter: the hard failure-domain spread.
 
 Driven by:
 
 * aggregate metadata ``nova_ext:failure_domain:<level>=<domain>`` (which rack,
-  row or power feed a host is in);
+  row or power feed a host is in), or compute traits (``[nova_ext]
+  failure_domain_sources``);
 * a server group (``--hint group=<uuid>``, policy anti-affinity or
   soft-anti-affinity) plus the scheduler hint or flavor extra spec
   ``nova_ext:spread_level=<level>`` and, optionally,
@@ -14,18 +15,22 @@ Driven by:
 * ``[nova_ext] failure_domain_levels``, ``default_max_per_domain`` and
   ``hosts_without_failure_domain``.
 
-A host passes when, for every hard constraint, its domain at the
-constraint's level holds fewer than N members of the group (``max``), or
-one more member there keeps it within ``skew`` of the least filled
-eligible domain: those of the hosts this filter is given, plus those
-already holding members (``skew``). Soft constraints are the weigher's.
+A host passes when the request's hard constraints allow one more server in
+its domains (:class:`nova_ext.scheduler.failure_domains.Judgement`; the
+rules: doc/source/scheduler.rst). For the request's first server, the
+request's candidates are fixed: the hosts Nova hands this filter, less
+those the filters after it in ``[filter_scheduler] enabled_filters``
+refuse, so that where the filter stands in that list changes nothing (last
+is cheapest: nothing to run twice). Soft constraints are the weigher's.
+
 A malformed request fails alone with a NoValidHost whose reason names the
-hint or extra spec; the scheduler keeps serving.
+hint or extra spec; the scheduler keeps serving. When no host passes, the
+reason (Nova keeps 255 characters of it in the server's fault) names each
+constraint, the domains it refused with their counts and, for a skew, the
+least filled domain; the scheduler log has it whole.
 """
 
 import collections
-import functools
-import itertools
 
 from oslo_log import log as logging
 
@@ -34,8 +39,14 @@ from nova.scheduler import filters
 from nova.scheduler import utils as scheduler_utils
 
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler import scheduling_request
+from nova_ext.scheduler import spread_constraints
 
 LOG = logging.getLogger(__name__)
+
+NAME = 'FailureDomainAntiAffinityFilter'
+# what Nova keeps of a NoValidHost reason in the server's fault
+FAULT_LENGTH = 255
 
 
 class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
@@ -48,149 +59,193 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
         if scheduler_utils.request_is_rebuild(spec_obj):
             return hosts
         try:
-            requests = failure_domains.spread_requests(spec_obj, hosts)
-        except failure_domains.InvalidSpreadRequest as error:
-            LOG.warning("FailureDomainAntiAffinityFilter: refusing request "
-                        "for instance %s: %s", spec_obj.instance_uuid, error)
+            request = scheduling_request.of(spec_obj)
+            spread = request.spread()
+        except (failure_domains.InvalidSpreadRequest,
+                scheduling_request.NotActivated) as error:
+            if isinstance(error, scheduling_request.NotActivated) and (
+                    not _asks_for_spread(spec_obj)):
+                return hosts
+            LOG.warning("%s: refusing request for instance %s: %s", NAME,
+                        spec_obj.instance_uuid, error)
             raise exception.NoValidHost(reason=str(error))
-        hard = [(request, request.minimum(hosts))
-                for request in requests if request.hard]
-        if not hard:
+        if spread is None or not spread.hard:
             return hosts
-        # per constraint: whether a domain has room (the same for every
-        # host of the domain, decided once)
-        checks = [(request, failure_domains.Memo(
-            functools.partial(self._has_room, request, minimum)))
-            for request, minimum in hard]
-        # constraint by constraint, each over the hosts the earlier ones
-        # kept: a refused host is refused by the first constraint it breaks
-        passed = hosts
-        refused = collections.defaultdict(list)
-        for index, (request, has_room) in enumerate(checks):
-            verdicts = list(map(has_room.__getitem__,
-                                request.domains_of(passed)))
-            kept = list(itertools.compress(passed, verdicts))
-            if len(kept) < len(passed):
-                failure_domains.narrow(spec_obj, requests, passed, verdicts)
-                request, minimum = hard[index]
-                for host_state, verdict in zip(passed, verdicts):
-                    if not verdict:
-                        # says why, in the log
-                        self._domain_has_room(host_state, request, minimum)
-                        refused[index].append(host_state)
-            passed = kept
+        if request.candidates is None:
+            request.candidates = self._candidates(request, hosts, spec_obj)
+        judgement = failure_domains.Judgement(request, spread.hard, hosts,
+                                              together=True)
+        passed = []
+        refused = []
+        for host_state in hosts:
+            refusal = judgement.refusal(host_state)
+            if refusal is None:
+                passed.append(host_state)
+            else:
+                refused.append((host_state, refusal))
+                LOG.debug("%s: host %s refused: %s", NAME, host_state.host,
+                          describe(judgement, refusal))
         if hosts and not passed:
-            reason = self.why_no_host(refused, hard)
-            LOG.info("FailureDomainAntiAffinityFilter: no host left for "
-                     "instance %s: %s", spec_obj.instance_uuid, reason)
-            failure_domains.live_members.no_host_because(reason)
+            full, short = why_no_host(judgement, refused, spread.group)
+            LOG.info("%s: no host left for instance %s: %s", NAME,
+                     spec_obj.instance_uuid, full)
+            request.refuse(short, full)
         return passed
 
-    @classmethod
-    def why_no_host(cls, refused, hard):
-        """The NoValidHost reason when the constraints rejected every host
-        (``refused``: {index in ``hard``: hosts it rejected first}).
+    def _candidates(self, request, hosts, spec_obj):
+        """``hosts`` (the request's first server's, after the filters
+        before this one) less those the filters after it refuse.
         """
-        parts = []
-        for index, (request, minimum) in enumerate(hard):
-            if refused.get(index):
-                parts.extend(cls._why_refused(refused[index], request,
-                                              minimum))
-        return 'FailureDomainAntiAffinityFilter: ' + '; '.join(parts)
-
-    @staticmethod
-    def _why_refused(hosts, request, minimum):
-        full = collections.Counter()
-        without_domain = []
-        for host_state in hosts:
-            domain = request.domain_of(host_state)
-            if domain is failure_domains.NO_DOMAIN:
-                without_domain.append(host_state.host)
-            else:
-                full[domain] = request.members_in(domain)
-        group = request.group
-        parts = []
-        if full:
-            held = sorted(set(full.values()))
-            counts = '%s member%s of server group %s (%s)' % (
-                ' or '.join(str(n) for n in held),
-                '' if held == [1] else 's', group.name, group.uuid)
-            if request.kind == 'max':
-                parts.append('every %s left (%s) already holds %s (max %d '
-                             'per %s)' % (request.level,
-                                          ', '.join(sorted(full)), counts,
-                                          request.max_per_domain,
-                                          request.level))
-            else:
-                # the fault message keeps 255 characters: the numbers
-                # first, the group last
-                parts.append(
-                    '%s: every %s left (%s) already holds %s member%s, at '
-                    'least %d (the skew) above the least filled eligible %s '
-                    '(%d%s), '
-                    'server group %s (%s)' % (
-                        request.constraint, request.level,
-                        ', '.join(sorted(full)),
-                        ' or '.join(str(n) for n in held),
-                        '' if held == [1] else 's', request.skew,
-                        request.level,
-                        minimum, '' if request.min_domains is None else
-                        ': fewer than %d %ss eligible' % (
-                            request.min_domains, request.level),
-                        group.name, group.uuid))
-        if without_domain:
-            parts.append('host%s %s %s in no %s (aggregate metadata %s%s; '
-                         '[nova_ext] hosts_without_failure_domain = reject)'
-                         % ('' if len(without_domain) == 1 else 's',
-                            ', '.join(sorted(without_domain)),
-                            'is' if len(without_domain) == 1 else 'are',
-                            request.level,
-                            failure_domains.AGGREGATE_KEY_PREFIX,
-                            request.level))
-        return parts
+        later = request.enabled_filters
+        for index, enabled in enumerate(later):
+            if enabled is self:
+                later = later[index + 1:]
+                break
+        else:
+            later = []
+        for host_filter in later:
+            if not hosts:
+                break
+            if host_filter.run_filter_for_index(0):
+                hosts = list(host_filter.filter_all(hosts, spec_obj) or [])
+        return hosts
 
     def host_passes(self, host_state, spec_obj):
         return bool(self.filter_all([host_state], spec_obj))
 
-    @staticmethod
-    def rejection(host_state, request, minimum):
-        """Why ``request`` (one constraint) refuses ``host_state``, or None
-        (``minimum``: ``request.minimum`` over the same candidates).
-        """
-        domain = request.domain_of(host_state)
-        if domain is failure_domains.NO_DOMAIN:
-            return 'in no failure domain at level %s' % request.level
-        if request.allows(domain, minimum):
-            return None
-        members = request.members_in(domain)
-        if request.kind == 'max':
-            return '%s %s already holds %d member(s) of the group (max %d)' % (
-                request.level, domain, members, request.max_per_domain)
-        return ('%s %s already holds %d member(s) of the group; the least '
-                'filled eligible %s holds %d (%s)' % (
-                    request.level, domain, members, request.level, minimum,
-                    request.constraint))
 
-    @staticmethod
-    def _has_room(request, minimum, domain):
-        return domain is not failure_domains.NO_DOMAIN and request.allows(
-            domain, minimum)
+def _asks_for_spread(spec_obj):
+    try:
+        return bool(failure_domains.spread_asked(spec_obj))
+    except failure_domains.InvalidSpreadRequest:
+        return True
 
-    @classmethod
-    def _domain_has_room(cls, host_state, request, minimum):
-        reason = cls.rejection(host_state, request, minimum)
-        if reason is None:
-            return True
-        if reason.startswith('in no failure domain'):
-            LOG.info("FailureDomainAntiAffinityFilter: host %(host)s "
-                     "rejected: it is in no failure domain at level "
-                     "%(level)s (no aggregate metadata %(key)s) and "
-                     "[nova_ext] hosts_without_failure_domain = reject",
-                     {'host': host_state.host, 'level': request.level,
-                      'key': failure_domains.AGGREGATE_KEY_PREFIX
-                      + request.level})
-        else:
-            LOG.debug("FailureDomainAntiAffinityFilter: host %(host)s "
-                      "rejected: %(reason)s",
-                      {'host': host_state.host, 'reason': reason})
-        return False
+
+def describe(judgement, refusal):
+    """One host's refusal, for a person: the constraint, the host's domain
+    and its count, and for a skew the least filled domain.
+    """
+    constraint = refusal.constraint
+    if constraint is failure_domains.TOGETHER:
+        return _together(judgement)
+    level = constraint.level
+    if refusal.domain is failure_domains.NO_DOMAIN:
+        return '%s: in no %s' % (constraint, level)
+    text = '%s: %s %s already holds %d member%s of the group' % (
+        constraint, level, _name(refusal.domain), refusal.members,
+        '' if refusal.members == 1 else 's')
+    if constraint.kind == spread_constraints.MAX:
+        return text + ' (max %d)' % constraint.value
+    least, count = judgement.least_filled(
+        judgement.constraints.index(constraint))
+    if least is None:
+        return text + ' (%s)' % _no_least(constraint)
+    return text + ' (least filled %s %s: %d)' % (level, _name(least), count)
+
+
+def _together(judgement):
+    return ('%s together leave the %d servers of this request still to '
+            'place no way' % (' and '.join(
+                str(c) for c in judgement.constraints),
+                judgement.remaining))
+
+
+def _no_least(constraint):
+    if constraint.min_domains is None:
+        return 'no %s is eligible' % constraint.level
+    return ('fewer than %d %ss eligible: the least counts as 0'
+            % (constraint.min_domains, constraint.level))
+
+
+def _name(domain):
+    return str(domain)
+
+
+def why_no_host(judgement, refused, group):
+    """(the whole reason, the reason in FAULT_LENGTH characters) when the
+    constraints refused every host: per constraint, in the order asked,
+    the domains it refused with their counts (fullest first) and, for a
+    skew, the least filled eligible domain; the hosts in no domain; the
+    group last.
+    """
+    by_constraint = collections.OrderedDict(
+        (index, ([], [])) for index in range(len(judgement.constraints)))
+    together = False
+    for host_state, refusal in refused:
+        if refusal.constraint is failure_domains.TOGETHER:
+            together = True
+            continue
+        index = judgement.constraints.index(refusal.constraint)
+        domains, hosts = by_constraint[index]
+        if refusal.domain is failure_domains.NO_DOMAIN:
+            hosts.append(host_state.host)
+        elif (refusal.domain, refusal.members) not in domains:
+            domains.append((refusal.domain, refusal.members))
+    parts = []
+    for index, (domains, hosts) in by_constraint.items():
+        if domains or hosts:
+            parts.append((judgement, index, domains, sorted(set(hosts))))
+    if together:
+        parts.append((judgement, None, [], []))
+    tail = ' (server group %s %s)' % (group.name, group.uuid)
+    full = _reason(parts, None) + tail
+    for most in (3, 1):
+        short = _reason(parts, most) + tail
+        if len(short) <= FAULT_LENGTH:
+            return full, short if len(full) > FAULT_LENGTH else full
+    short = _reason(parts, 1)
+    if len(short) > FAULT_LENGTH:
+        short = short[:FAULT_LENGTH - 3] + '...'
+    return full, short
+
+
+def _listed(items, most):
+    if most is None or len(items) <= most:
+        return ', '.join(items)
+    return '%s and %d more' % (', '.join(items[:most]), len(items) - most)
+
+
+def _reason(parts, most):
+    texts = []
+    for judgement, index, domains, hosts in parts:
+        if index is None:
+            texts.append(_together(judgement))
+            continue
+        constraint = judgement.constraints[index]
+        level = constraint.level
+        pieces = []
+        if domains:
+            fullest = sorted(domains, key=lambda d: (-d[1], str(d[0])))
+            listed = _listed(['%s (%d)' % (_name(d), n) for d, n in fullest],
+                             most)
+            if constraint.kind == spread_constraints.MAX:
+                pieces.append('every %s left is full (max %d per %s): %s'
+                              % (level, constraint.value, level, listed))
+            else:
+                least, count = judgement.least_filled(index)
+                if least is None and constraint.min_domains is None:
+                    floor = 'no %s is eligible' % level
+                elif least is None:
+                    floor = ('fewer than %d %ss are eligible, so the least '
+                             'filled counts as 0' % (constraint.min_domains,
+                                                     level))
+                else:
+                    floor = 'the least filled eligible %s is %s with %d%s' % (
+                        level, _name(least), count,
+                        '' if judgement.has_hosts(index, least)
+                        else ' (no host left there)')
+                if judgement.remaining:
+                    pieces.append(
+                        '%s; no %s left keeps the %d servers of this request '
+                        'still to place within %d of it: %s' % (
+                            floor, level, judgement.remaining + 1,
+                            constraint.value, listed))
+                else:
+                    pieces.append('%s; every %s left is more than %d above '
+                                  'it: %s' % (floor, level, constraint.value,
+                                              listed))
+        if hosts:
+            pieces.append('host%s %s in no %s' % (
+                '' if len(hosts) == 1 else 's', _listed(hosts, most), level))
+        texts.append('%s: %s' % (constraint, '; '.join(pieces)))
+    return '%s: %s' % (NAME, '; '.join(texts))

@@ -14,13 +14,12 @@ operator lists the ones to run, in order, after Nova's own::
     [nova_ext]
     request_filters = maintenance,host_class
 
-Activation: nova-scheduler calls ``nova_ext.scheduler.filters.all_filters``
-(and ``nova_ext.scheduler.weights.all_weighers``) once at start, because
-``[filter_scheduler] available_filters`` / ``weight_classes`` name them;
-those calls run :func:`activate`, which appends the configured pre-filters
-to Nova's list. It is idempotent and logs one line saying what it
-activated. Nothing else in Nova is touched, and no other process is
-affected.
+Activation: :func:`activate` appends the configured pre-filters to Nova's
+list, once per process, at nova-scheduler's start
+(:func:`nova_ext.scheduler.activate`, run by the SQLAlchemy engine plugin
+``?plugin=nova_ext`` on ``[api_database] connection``). It is idempotent
+and logs one line saying what it activated. Nothing else in Nova is
+touched, and no other process is affected.
 
 A pre-filter that raises fails that request alone: its error becomes the
 reason of a NoValidHost fault.
@@ -128,9 +127,9 @@ def activate():
 
 @contextlib.contextmanager
 def as_configured():
-    """Nova's own pre-filters only, for the duration, so that a HostManager
-    built meanwhile activates those ``[nova_ext] request_filters`` names
-    now, as a restarted nova-scheduler would; then the list as it was.
+    """Nova's own pre-filters plus those ``[nova_ext] request_filters``
+    names now, for the duration, as a nova-scheduler restarted with this
+    configuration would run them; then the list as it was.
 
     For a process that does not schedule meanwhile (``nova-ext-manage
     explain --set``): the list is Nova's, shared by the whole process.
@@ -140,6 +139,7 @@ def as_configured():
         saved = list(active)
         active[:] = [f for f in saved if not hasattr(f, 'nova_ext_name')]
     try:
+        activate()
         yield
     finally:
         with _lock:

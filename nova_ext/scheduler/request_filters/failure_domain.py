@@ -21,14 +21,17 @@ FailureDomainAntiAffinityFilter rejects them all although other domains
 have room. Here every candidate placement returns is in a domain with
 room, so the cap hides none of them.
 
-Members are counted as FailureDomainAntiAffinityFilter counts them: where
-placement says they are, read inside the group's spread lock
+Members are counted as FailureDomainAntiAffinityFilter counts them, and
+hosts placed in domains by the same rules, from the request's
+:class:`~nova_ext.scheduler.scheduling_request.SchedulingRequest`: where
+placement says members are, read inside the group's spread lock
 (:mod:`nova_ext.scheduler.spread_scheduling`, which leaves out the server
-being scheduled or moved), else the conductor's ``instance_group.hosts``.
-With ``nova_ext:spread_constraints`` each hard ``max`` constraint excludes
-its full domains (``host``-level ones excepted: a host is its own domain,
-declared nowhere). Skew constraints are left to the filter: whether a
-domain is too far ahead depends on the least filled eligible domain, and
+being scheduled or moved), else the conductor's ``instance_group.hosts``;
+domains from nova-scheduler's view of the aggregates and the compute
+traits. With ``nova_ext:spread_constraints`` each hard ``max`` constraint
+excludes its full domains (``host``-level ones excepted: a host is its own
+domain, declared nowhere). Skew constraints are left to the filter: whether
+a domain is too far ahead depends on the least filled eligible domain, and
 which domains are eligible depends on the candidates placement is about to
 return, so no exclusion here is provably safe.
 
@@ -38,11 +41,6 @@ host in conflicting aggregates or with two domain traits is in none), so
 the pre-filter never removes a host the filter would accept; the filter
 stays the exact check. Soft-anti-affinity groups and malformed requests
 are left alone: the filter refuses the latter with a reason.
-
-The aggregates declaring domains at a level (one API-database query, 41 ms
-for 100 aggregates of 20 hosts) are remembered for ``[nova_ext]
-failure_domain_cache_seconds``, as the filter remembers the domains of
-members' hosts.
 """
 
 import collections
@@ -52,102 +50,84 @@ from oslo_log import log as logging
 from nova.scheduler import request_filter
 from nova.scheduler import utils as scheduler_utils
 
-from nova_ext import cache
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler import request_filters
+from nova_ext.scheduler import scheduling_request
+from nova_ext.scheduler import spread_constraints
 
 LOG = logging.getLogger(__name__)
 
 HARD_POLICY = 'anti-affinity'
 
-# level -> [(aggregate uuid, domain, hosts)]
-aggregates_by_level = cache.TTLLookup('failure_domain_cache_seconds')
-
-
-def _aggregates_at_level(ctxt, level):
-    key = failure_domains.AGGREGATE_KEY_PREFIX + level
-    return [(aggregate.uuid, aggregate.metadata[key],
-             tuple(aggregate.hosts or ()))
-            for aggregate in request_filters.aggregates_with_key(ctxt, key)]
-
 
 class _Declared(object):
-    """Where domains at one level are declared: {domain: aggregate uuids}
-    and {host: aggregate domains} from the aggregates, plus the request's
-    trait domains ({provider name: domains}).
+    """Where domains at one level are declared: {domain: aggregates
+    declaring it} and {domain: hosts of those aggregates}, and {domain:
+    providers whose traits name it}, with the request's rules for which
+    domain a host is in.
     """
 
-    def __init__(self, ctxt, request):
-        self.request = request
+    def __init__(self, request, level):
+        self.level = level
+        self.domains = request.domains()
+        key = failure_domains.AGGREGATE_KEY_PREFIX + level
         self.aggregates = collections.defaultdict(set)
         self.hosts_of_aggregates = collections.defaultdict(set)
-        self.aggregate_domains = collections.defaultdict(set)
-        if request.use_aggregates:
-            self._read_aggregates(ctxt)
+        if self.domains.use_aggregates:
+            for aggregate in request.aggregates:
+                domain = aggregate.metadata.get(key)
+                if domain is not None:
+                    self.aggregates[domain].add(aggregate.uuid)
+                    self.hosts_of_aggregates[domain].update(
+                        aggregate.hosts or ())
         self.trait_hosts = collections.defaultdict(set)
-        for host, domains in request.trait_domains.items():
-            for domain in domains:
-                self.trait_hosts[domain].add(host)
-
-    def _read_aggregates(self, ctxt):
-        listing = aggregates_by_level.get(
-            self.request.level,
-            lambda level: _aggregates_at_level(ctxt, level))
-        for uuid, domain, hosts in listing:
-            self.aggregates[domain].add(uuid)
-            self.hosts_of_aggregates[domain].update(hosts)
-            for host in hosts:
-                self.aggregate_domains[host].add(domain)
-
-    def domain_of(self, host):
-        """The host's domain by :func:`failure_domains.host_domain`'s
-        rules; None when it has none (its own domain is never excluded).
-        """
-        declared = self.aggregate_domains.get(host, ())
-        if len(declared) == 1:
-            return next(iter(declared))
-        from_traits = self.request.trait_domains.get(host, ())
-        if len(from_traits) == 1:
-            return next(iter(from_traits))
-        return None
+        if self.domains.use_traits:
+            for host, domains in failure_domains.trait_domains(
+                    level).items():
+                for domain in domains:
+                    self.trait_hosts[domain].add(host)
 
     def all_in(self, hosts, domain):
-        return all(self.domain_of(host) == domain for host in hosts)
+        return all(self.domains.of(host, self.level) == domain
+                   for host in hosts)
 
 
-def _hard_spreads(request_spec):
-    """The request's hard ``max`` constraints (SpreadRequests), [] when it
-    asks for none (malformed requests too: the filter names their mistake).
-    Skew constraints are left to the filter: the least filled eligible
-    domain depends on candidates placement has not returned yet.
+def _hard_max(request):
+    """The request's hard ``max`` constraints, [] when it asks for none
+    (malformed requests too: the filter names their mistake). Skew
+    constraints are left to the filter: the least filled eligible domain
+    depends on candidates placement has not returned yet.
     """
-    if scheduler_utils.request_is_rebuild(request_spec):
-        return []
-    group = (request_spec.instance_group
-             if 'instance_group' in request_spec else None)
+    spec = request.spec_obj
+    if scheduler_utils.request_is_rebuild(spec):
+        return None, []
+    group = spec.instance_group if 'instance_group' in spec else None
     if group is None or group.policy != HARD_POLICY:
-        return []
+        return None, []
     try:
-        requests = failure_domains.spread_requests(request_spec, [])
+        spread = request.spread()
     except failure_domains.InvalidSpreadRequest as error:
         LOG.debug('failure_domain request filter: leaving instance %s to '
-                  'FailureDomainAntiAffinityFilter: %s',
-                  request_spec.instance_uuid, error)
-        return []
-    return [request for request in requests
-            if request.hard and request.kind == 'max']
+                  'FailureDomainAntiAffinityFilter: %s', spec.instance_uuid,
+                  error)
+        return None, []
+    if spread is None:
+        return None, []
+    return spread.group, [c for c in spread.hard
+                          if c.kind == spread_constraints.MAX
+                          and c.level != failure_domains.HOST_LEVEL]
 
 
-def _full_domains(request):
-    return sorted(domain for domain, members
-                  in request.members_per_domain.items()
-                  if members >= request.max_per_domain and
-                  not str(domain).startswith('host:'))
+def _full_domains(request, constraint):
+    members = failure_domains.per_domain(request.members(),
+                                         request.domains(), constraint.level)
+    return sorted(domain for domain, count in members.items()
+                  if count >= constraint.value
+                  and not str(domain).startswith('host:'))
 
 
 def _exclusions(declared, full):
     """(forbidden aggregate uuids, forbidden traits, domains excluded)."""
-    level = declared.request.level
     aggregates, traits, excluded = set(), set(), []
     for domain in full:
         by_aggregate = declared.aggregates.get(domain, set())
@@ -157,47 +137,51 @@ def _exclusions(declared, full):
             excluded.append(domain)
         by_trait = declared.trait_hosts.get(domain, set())
         if by_trait and declared.all_in(by_trait, domain):
-            traits.add(failure_domains.trait_prefix(level) + domain)
+            traits.add(failure_domains.trait_prefix(declared.level) + domain)
             if domain not in excluded:
                 excluded.append(domain)
         if domain not in excluded:
             LOG.debug('failure_domain request filter: %s %s is full but '
                       'stays in the query: nothing declares it, or a host '
                       'its exclusion would remove is in another domain by '
-                      'the filter\'s rules', level, domain)
+                      'the filter\'s rules', declared.level, domain)
     return aggregates, traits, excluded
 
 
-def _reason(request, excluded):
-    group = request.group
+def _reason(constraint, group, excluded):
     return ('failure_domain request filter left %s %s out of the placement '
             'query: %s already hold%s the maximum of %d member%s of server '
             'group %s (%s)' % (
-                request.level, ', '.join(excluded),
+                constraint.level, ', '.join(excluded),
                 'it' if len(excluded) == 1 else 'they',
-                's' if len(excluded) == 1 else '', request.max_per_domain,
-                '' if request.max_per_domain == 1 else 's', group.name,
+                's' if len(excluded) == 1 else '', constraint.value,
+                '' if constraint.value == 1 else 's', group.name,
                 group.uuid))
 
 
 @request_filter.trace_request_filter
 def exclude_full_domains(ctxt, request_spec):
+    try:
+        request = scheduling_request.of(request_spec)
+    except scheduling_request.NotActivated:
+        return False  # activation is what runs this pre-filter at all
+    group, constraints = _hard_max(request)
     aggregates, traits, reasons = set(), set(), []
-    for request in _hard_spreads(request_spec):
-        full = _full_domains(request)
+    for constraint in constraints:
+        full = _full_domains(request, constraint)
         if not full:
             continue
         forbidden, forbidden_traits, excluded = _exclusions(
-            _Declared(ctxt, request), full)
+            _Declared(request, constraint.level), full)
         aggregates |= forbidden
         traits |= forbidden_traits
         LOG.debug('failure_domain request filter: instance %s: %s %s full; '
                   'forbidden aggregates %s, traits %s',
-                  request_spec.instance_uuid, request.level, ', '.join(full),
-                  ','.join(sorted(forbidden)) or 'none',
+                  request_spec.instance_uuid, constraint.level,
+                  ', '.join(full), ','.join(sorted(forbidden)) or 'none',
                   ','.join(sorted(forbidden_traits)) or 'none')
         if excluded:
-            reasons.append(_reason(request, excluded))
+            reasons.append(_reason(constraint, group, excluded))
     if aggregates:
         request_filters.destination(request_spec).append_forbidden_aggregates(
             aggregates)
@@ -205,6 +189,6 @@ def exclude_full_domains(ctxt, request_spec):
     if not reasons:
         return False
     # Placement may now have nothing to return: the NoValidHost then says
-    # why rather than nothing (spread_scheduling reads it).
-    failure_domains.live_members.no_host_because('; '.join(reasons))
+    # why rather than nothing
+    request.refuse('; '.join(reasons))
     return True

@@ -13,8 +13,8 @@ weigher's class path (``nova_ext.scheduler.weights.bin_packing.
 BinPackingWeigher``) still loads that weigher on its own.
 """
 
+import itertools
 import operator
-import threading
 
 import numpy
 from oslo_config import cfg
@@ -27,9 +27,6 @@ from nova import weights as nova_weights
 from nova_ext import conf as ext_conf
 from nova_ext import loader
 from nova_ext.scheduler import aggregate_keys
-from nova_ext.scheduler import host_facts
-from nova_ext.scheduler import request_filters
-from nova_ext import upstream
 
 CONF = cfg.CONF
 ext_conf.register_opts(CONF)
@@ -38,6 +35,7 @@ LOG = logging.getLogger(__name__)
 NAMESPACE = 'nova_ext.scheduler.weights'
 
 _WEIGHED_OBJECT = operator.attrgetter('obj')
+_AGGREGATES = operator.attrgetter('aggregates')
 
 # Nova's ServerGroupSoftAffinityWeigher and ServerGroupSoftAntiAffinityWeigher
 # carry these policies; nova-ext's weighers must not outvote them.
@@ -62,9 +60,6 @@ def all_weighers():
     registered in the ``nova_ext.scheduler.weights`` entry-point namespace,
     ours and third parties'.
     """
-    # nova-scheduler calls this once at start: the moment to activate
-    # the request filters nova.conf asks for.
-    request_filters.activate()
     return [NovaExtWeighers]
 
 
@@ -129,34 +124,25 @@ def expand(weighers):
 class NovaExtWeighers(weights.BaseHostWeigher):
     """Every nova-ext weigher in one slot of Nova's weight handler.
 
-    Nova's ``BaseWeightHandler.get_weighed_objects`` pays a price per
-    weigher and per host whatever the log level: two debug-log dict
-    comprehensions, a formatted string and a ``weight_multiplier`` call. At
-    1,000 hosts that is ~2 ms a request, more than nova-ext's weighers
-    themselves (doc/source/benchmark.rst). This weigher runs each weigher of
-    the entry-point namespace exactly as the handler would (:func:`scores`)
-    and adds the sum of their scores to each weighed host itself, returning
-    no weights: the handler then has nothing to normalise, format or
-    multiply, and sorts by the weights as they are. The ranking, and each
-    host's weight bit for bit, are the ones the weighers would give one by
-    one. Should a Nova release stop taking "no weights" that way
-    (``nova_ext.upstream.KEEPS_WEIGHTS_ADDED_IN_PLACE``, checked at start
-    and by ``nova-ext-status upgrade check``), it returns the sums instead,
-    which the handler takes unchanged: normalising between ``minval`` 0 and
-    ``maxval`` 1 is the identity, and the multiplier is 1.
+    It runs each weigher of the entry-point namespace exactly as Nova's
+    ``BaseWeightHandler`` would (:func:`scores`: raw weights normalised,
+    times the multiplier, aggregate overrides included) and returns, per
+    host, the sum of their scores. The handler takes the sums unchanged:
+    normalising between ``minval`` 0 and ``maxval`` 1 is the identity and
+    the multiplier is 1. So the ranking, and each host's weight, are the
+    ones the weighers would give one by one, while Nova's handler pays its
+    price per weigher and per host (debug-log dicts, a formatted string, a
+    multiplier call, whatever the log level) once for all of them.
 
-    The price per host is nova-ext's own, so it is paid as little as
-    possible: a weigher standing aside (a soft group policy it leaves to
-    Nova, all its weights equal) costs no multiplier, and the multipliers of
-    the :class:`PerRequestWeigher` parts are read together
+    nova-ext's own price per host is paid as little as possible: a weigher
+    standing aside (a soft group policy it leaves to Nova, all its weights
+    equal) costs no multiplier, and the multipliers of the
+    :class:`PerRequestWeigher` parts are read together
     (:func:`multipliers_per_part`), one look at a host's aggregates for all
     of them instead of one per weigher.
 
     A weigher that raises is logged and left out of that request, so a
     broken third-party weigher costs its own vote, not the scheduler.
-
-    It is the last nova-ext plugin to see a request's hosts: it then has
-    this thread forget them (:func:`host_facts.release`).
     """
 
     minval = 0.0
@@ -165,48 +151,21 @@ class NovaExtWeighers(weights.BaseHostWeigher):
     def __init__(self):
         super().__init__()
         self.parts = [cls() for cls in plugin_weighers()]
-        self.adds_in_place = (
-            upstream.weight_handler_keeps_weights_added_in_place())
-        if not self.adds_in_place:
-            LOG.warning("nova-ext: Nova's weight handler does not keep the "
-                        "weights a weigher adds to the hosts itself; "
-                        "NovaExtWeighers hands its weights to the handler "
-                        "instead (same ranking, ~2 ms more a request at "
-                        "1,000 hosts). Run nova-ext-status upgrade check.")
 
     def weight_multiplier(self, host_state):
-        # an int: when the weights go through Nova's handler, it formats the
-        # multiplier into a debug string for every host whatever the log
-        # level, and 1 formats in half the time 1.0 does; 1 * weight is the
-        # weight
+        # an int: Nova's handler formats the multiplier into a debug string
+        # for every host whatever the log level, and 1 formats in half the
+        # time 1.0 does; 1 * weight is the weight
         return 1
 
     def weigh_objects(self, weighed_obj_list, spec_obj):
-        """Add each host's nova-ext score to its weight and return no
-        weights, or return the scores where Nova's handler would not keep
-        them (:attr:`adds_in_place`).
-        """
-        totals = self._totals(weighed_obj_list, spec_obj)
-        if not self.adds_in_place:
-            return totals.tolist()
-        if totals.any():
-            # the handler would add 1 * ((total - 0.0) / 1.0): the total
-            for weighed, total in zip(weighed_obj_list, totals.tolist()):
-                weighed.weight += total
-        return []
-
-    def total_scores(self, weighed_obj_list, spec_obj):
-        """Each object's nova-ext score: the sum over the weighers of
+        """Each host's nova-ext score: the sum over the weighers of
         multiplier x normalised weight, as Nova's handler would add them.
         """
-        return self._totals(weighed_obj_list, spec_obj).tolist()
+        return self.total_scores(weighed_obj_list, spec_obj)
 
-    def _totals(self, weighed_obj_list, spec_obj):
-        try:
-            return self._weigh_objects(weighed_obj_list, spec_obj)
-        finally:
-            # the last of nova-ext's plugins to see the request's hosts
-            host_facts.release(spec_obj)
+    def total_scores(self, weighed_obj_list, spec_obj):
+        return self._weigh_objects(weighed_obj_list, spec_obj).tolist()
 
     def _weigh_objects(self, weighed_obj_list, spec_obj):
         host_states = list(map(_WEIGHED_OBJECT, weighed_obj_list))
@@ -278,6 +237,14 @@ class NovaExtWeighers(weights.BaseHostWeigher):
             [nova_weights.WeighedObject(host_state, 0.0)], spec_obj)[0]
 
 
+def _aggregates_of(host_states):
+    """Each aggregate object of ``host_states`` once, in a dict's keys (the
+    hosts of a rack share theirs: Nova's objects hash by identity).
+    """
+    return dict.fromkeys(itertools.chain.from_iterable(
+        map(_AGGREGATES, host_states)))
+
+
 def multipliers_per_part(parts, host_states, spec_obj):
     """[an array: the multiplier of each host, in the order of
     ``host_states``] for each of ``parts`` (PerRequestWeighers), what
@@ -295,9 +262,8 @@ def multipliers_per_part(parts, host_states, spec_obj):
     keys = [part._aggregate_key for part in parts]
     columns = [numpy.full(len(host_states), multiplier, dtype=float)
                for multiplier in configured]
-    # every aggregate object once: the hosts of a rack share them, and a
-    # spread request's filter has read them already
-    aggregates = host_facts.aggregates_of(spec_obj, host_states)
+    # every aggregate object once: the hosts of a rack share them
+    aggregates = _aggregates_of(host_states)
     # one read of a versioned object's field per aggregate
     any_key = frozenset(keys)
     overriding = {aggregate for aggregate in aggregates
@@ -349,31 +315,16 @@ class PerRequestWeigher(weights.BaseHostWeigher):
         super().__init__()
         self._aggregate_key = aggregate_keys.multiplier_key(
             self.multiplier_option)
-        # Nova calls weight_multiplier() once per host right after
-        # weigh_objects(), in the same thread: the configured multiplier is
-        # read once per request and kept per thread.
-        self._request = threading.local()
 
     def weight_multiplier(self, host_state):
-        request = self._request
-        configured = getattr(request, 'multiplier', None)
-        overridden = getattr(request, 'overridden', None)
-        if configured is None or overridden is None:
-            configured = getattr(CONF.nova_ext, self.multiplier_option)
-            overridden = {}
-        key = self._aggregate_key
-        for aggregate in host_state.aggregates:
-            # the hosts of a rack share its aggregate object: its metadata
-            # is read once per request
-            try:
-                has_key = overridden[id(aggregate)]
-            except KeyError:
-                has_key = overridden[id(aggregate)] = (
-                    key in aggregate.metadata)
-            if has_key:
-                return scheduler_utils.get_weight_multiplier(
-                    host_state, key, configured)
-        return configured
+        """The configured multiplier, or the least of the host's aggregates'
+        values for its key (Nova's reading, as upstream weighers do). In
+        :class:`NovaExtWeighers`, :func:`multipliers_per_part` gives the
+        same for all hosts at once.
+        """
+        return scheduler_utils.get_weight_multiplier(
+            host_state, self._aggregate_key,
+            getattr(CONF.nova_ext, self.multiplier_option))
 
     def prepare(self, spec_obj, host_states):
         raise NotImplementedError()
@@ -421,10 +372,6 @@ class PerRequestWeigher(weights.BaseHostWeigher):
         return normalised(raw, minval=self.minval, maxval=self.maxval)
 
     def weigh_objects(self, weighed_obj_list, spec_obj):
-        self._request.multiplier = getattr(CONF.nova_ext,
-                                           self.multiplier_option)
-        # {id(aggregate): has the multiplier key}, for this request
-        self._request.overridden = {}
         host_states = [weighed.obj for weighed in weighed_obj_list]
         raw = self.raw_weights(spec_obj, host_states)
         return [0.0] * len(host_states) if raw is None else raw

@@ -10,25 +10,24 @@ failure_domain_spread_weight_multiplier``, overridden per aggregate by
 ``nova_ext:failure_domain_spread_weight_multiplier``.
 
 With ``nova_ext:spread_constraints`` it weighs every constraint: a host
-whose domain would break a ``soft`` one (beyond ``max``, or beyond ``skew``
-of the least filled eligible domain: those of the hosts weighed plus those
-holding members) ranks below every host that breaks none, fewer broken
-constraints first; among equals, the fewer members in the host's domains
-(summed over the constraints, hard ones included) the better. Breaking a
+whose domain would break a ``soft`` one (the same rules as the filter's
+for hard ones, :class:`nova_ext.scheduler.failure_domains.Judgement`)
+ranks below every host that breaks none, fewer broken constraints first;
+among equals, the fewer members (and servers of this request) in the
+host's domains, summed over the constraints, hard ones included, the
+better: a multi-create fills the least filled domains first. Breaking a
 hard constraint is the filter's business.
 
-Hosts in no domain at the level rank last. A malformed hint is logged and
+Hosts in no domain at a level rank last. A malformed hint is logged and
 the weigher stands aside for that request (the filter, if enabled, refuses
 it).
 """
-
-import functools
-import operator
 
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler import scheduling_request
 from nova_ext.scheduler import weights
 
 CONF = cfg.CONF
@@ -42,45 +41,45 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
 
     def prepare(self, spec_obj, host_states):
         try:
-            requests = failure_domains.spread_requests(
-                spec_obj, host_states,
+            request = scheduling_request.of(spec_obj)
+            spread = request.spread(
                 default_level=CONF.nova_ext.default_spread_level)
+        except scheduling_request.NotActivated:
+            if failure_domains.requested_level(spec_obj):
+                scheduling_request.warn_not_activated(type(self).__name__)
+            return None
         except failure_domains.InvalidSpreadRequest as error:
             LOG.warning("FailureDomainSpreadWeigher: ignoring spread request "
                         "of instance %s: %s", spec_obj.instance_uuid, error)
             return None
-        if not requests:
+        if spread is None:
             return None
-        weighed = []
-        for request in requests:
-            busiest = max(request.members_per_domain.values(), default=0)
-            weighed.append((request, request.minimum(host_states),
-                            busiest + 1))
+        if request.candidates is None:
+            # no nova-ext filter fixed them: the hosts every filter passed
+            # for the request's first server
+            request.candidates = list(host_states)
+        everything = failure_domains.Judgement(request, spread.constraints,
+                                               host_states)
+        soft = (failure_domains.Judgement(request, spread.soft, host_states)
+                if spread.soft else None)
+        # a host in no domain counts as fuller than any domain
+        without_domain = sum(
+            1 + max((everything.count(index, domain)
+                     for domain in everything.eligible[index]), default=0)
+            for index in range(len(spread.constraints)))
         # a broken constraint outweighs every member count
-        violation = 1 + sum(without for _r, _m, without in weighed)
-        # per constraint: what a domain costs its hosts (the same for
-        # every host of the domain, worked out once)
-        return [(request, failure_domains.Memo(
-            functools.partial(self._penalty, request, minimum,
-                              without_domain, violation)))
-                for request, minimum, without_domain in weighed]
-
-    @staticmethod
-    def _penalty(request, minimum, without_domain, violation, domain):
-        if domain is failure_domains.NO_DOMAIN:
-            return without_domain
-        penalty = request.members_in(domain)
-        if not request.hard and not request.allows(domain, minimum):
-            penalty += violation
-        return penalty
+        violation = 1 + without_domain
+        return everything, soft, without_domain, violation
 
     def weigh_all(self, host_states, state):
         if state is None:
             return [0.0] * len(host_states)
-        weights = [0] * len(host_states)
-        for request, penalty in state:
-            # the filter placed these hosts a moment ago, for the same
-            # request: domains_of remembers
-            weights = list(map(operator.sub, weights, map(
-                penalty.__getitem__, request.domains_of(host_states))))
+        everything, soft, without_domain, violation = state
+        weights = []
+        for host_state in host_states:
+            crowding = everything.crowding(host_state)
+            penalty = without_domain if crowding is None else crowding
+            if soft is not None:
+                penalty += violation * soft.broken(host_state)
+            weights.append(-penalty)
         return weights

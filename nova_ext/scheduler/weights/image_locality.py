@@ -21,7 +21,7 @@ Where there is no database (``nova-ext-manage simulate``), the model in
 place (:func:`nova_ext.cache.answered_by`) answers instead, uncached.
 """
 
-import functools
+import operator
 
 from oslo_log import log as logging
 
@@ -30,10 +30,11 @@ from nova.db.main import api as main_db
 from nova.db.main import models
 
 from nova_ext import cache
-from nova_ext.scheduler import host_facts
 from nova_ext.scheduler import weights
 
 LOG = logging.getLogger(__name__)
+
+_HOST_NAME = operator.attrgetter('host')
 
 hosts_by_image = cache.RefreshAheadLookup('image_locality_cache_seconds')
 
@@ -76,18 +77,15 @@ class ImageLocalityWeigher(weights.PerRequestWeigher):
     multiplier_option = 'image_locality_weight_multiplier'
 
     def prepare(self, spec_obj, host_states):
-        # the hosts' names as the request's filters read them
-        names = functools.partial(host_facts.names, spec_obj)
         if 'is_bfv' in spec_obj and spec_obj.is_bfv:
-            return frozenset(), names
+            return frozenset()
         image = spec_obj.image if 'image' in spec_obj else None
         if image is None or 'id' not in image:
-            return frozenset(), names
-        return hosts_running_image(image.id), names
+            return frozenset()
+        return hosts_running_image(image.id)
 
-    def weigh_all(self, host_states, state):
-        hosts_with_image, names = state
+    def weigh_all(self, host_states, hosts_with_image):
         # 1.0 on a host running the image, else 0.0; no Python bytecode
         # per host, for the 10,000 candidates of a large cloud
         return list(map(float, map(hosts_with_image.__contains__,
-                                   names(host_states))))
+                                   map(_HOST_NAME, host_states))))

@@ -1,0 +1,196 @@
+# SPDX-License-Identifier: Apache-2.0
+"""One scheduling request as nova-ext's scheduler plugins see it.
+
+Nova hands its plugins one host list at a time (a request pre-filter sees
+the RequestSpec before placement is asked; each filter and each weigher,
+for each server of a multi-create, sees the hosts left for that server).
+What the failure-domain spread needs spans all of them: the group's
+members counted once (inside the group's spread lock), the request's whole
+candidate set (so that which domains are eligible does not depend on the
+filter's position, or on which server of a multi-create is being placed),
+the servers of the request placed so far, and why no host was left.
+A :class:`SchedulingRequest` holds exactly that, for one request.
+
+Life: :func:`opened` builds it where the request is spanned --
+nova-scheduler's ``SchedulerManager.select_destinations``, wrapped by
+:mod:`nova_ext.scheduler.spread_scheduling`, and ``nova-ext-manage
+explain`` and the simulator, which run Nova's scheduling code themselves
+-- and drops it when the request ends. Plugins find it with :func:`of`,
+from the RequestSpec Nova hands them; they read it, and only the filters
+record anything in it (the request's candidates, the reason for no host).
+Nothing of it outlives the request.
+"""
+
+import collections
+import contextlib
+import threading
+
+from oslo_log import log as logging
+
+from nova_ext.scheduler import failure_domains
+from nova_ext import upstream
+
+# {RequestSpec: its SchedulingRequest} for the requests being scheduled in
+# this process, one entry per request from :func:`opened` to its end (a
+# RequestSpec hashes by identity: nova_ext.upstream checks it)
+_open = {}
+_open_lock = threading.Lock()
+
+LOG = logging.getLogger(__name__)
+
+_NOT_READ = object()
+
+
+class NotActivated(Exception):
+    """A spread request reached nova-ext's plugins outside a request that
+    nova-ext spans: nova-ext is not activated in this nova-scheduler.
+    """
+
+    REASON = ('nova-ext is not activated in this nova-scheduler, so it '
+              'cannot hold the failure-domain spread: add ?plugin=nova_ext '
+              'to its [api_database] connection and restart it (nova-ext-'
+              'status upgrade check)')
+
+
+class SchedulingRequest(object):
+    """One scheduling request: ``spec_obj``, the RequestSpec Nova schedules;
+    ``instance_uuids``, the servers it places (one for a move);
+    ``host_manager``, nova-scheduler's (its filters as configured, its view
+    of the aggregates); ``members``, {host: members of the request's group
+    there} as placement says inside the group's spread lock, the servers
+    being scheduled left out (None: from what the conductor read).
+    """
+
+    def __init__(self, spec_obj, instance_uuids, host_manager, members=None):
+        self.spec_obj = spec_obj
+        self.instance_uuids = list(instance_uuids or [])
+        self.servers = len(self.instance_uuids) or spec_obj.num_instances
+        self.enabled_filters = list(host_manager.enabled_filters)
+        self.aggregates = upstream.aggregate_view(host_manager)
+        self.group = (spec_obj.instance_group
+                      if 'instance_group' in spec_obj else None)
+        self.hosts_at_start = len(self.group.hosts or []) if self.group else 0
+        self.counted_members = members
+        # the hosts the request's first server could go to, once every
+        # filter but nova-ext's passed them (set by the first plugin that
+        # sees them; see FailureDomainAntiAffinityFilter)
+        self.candidates = None
+        # why no host is left: for the NoValidHost (what the server's
+        # fault keeps), and whole (what explain shows)
+        self.why_no_host = None
+        self.why_no_host_in_full = None
+        self._spread = _NOT_READ
+        self._domains = None
+        self._members = None
+
+    def spread(self, default_level=None):
+        """The request's :class:`failure_domains.Spread`, or None; raises
+        InvalidSpreadRequest. Read once (``default_level``: the weigher's
+        ``[nova_ext] default_spread_level``, which only it honours).
+        """
+        if default_level is not None:
+            return failure_domains.spread_asked(self.spec_obj, default_level)
+        if self._spread is _NOT_READ:
+            try:
+                self._spread = failure_domains.spread_asked(self.spec_obj)
+            except failure_domains.InvalidSpreadRequest as error:
+                self._spread = error
+        if isinstance(self._spread, Exception):
+            raise self._spread
+        return self._spread
+
+    def domains(self):
+        """Where hosts are (:class:`failure_domains.Domains`), for this
+        request.
+        """
+        if self._domains is None:
+            self._domains = failure_domains.Domains(self.aggregates)
+            if self._domains.use_aggregates:
+                failure_domains.warn_near_misses(self.aggregates)
+        return self._domains
+
+    def members(self):
+        """{host: members of the group there}, the servers of this request
+        not among them.
+        """
+        if self._members is not None:
+            return self._members
+        if self.counted_members is not None:
+            members = collections.Counter(self.counted_members)
+        elif self.group is None:
+            members = collections.Counter()
+        else:
+            members = failure_domains.members_seen_by_conductor(
+                list(self.group.hosts or [])[:self.hosts_at_start],
+                set(self.group.members or []) - self._not_counted(),
+                self.candidates or ())
+        if self.counted_members is not None or self.candidates is not None:
+            # final: counted by placement, or corrected with the
+            # candidates' instance lists
+            self._members = members
+        return members
+
+    def _not_counted(self):
+        return set(self.instance_uuids) | {self.spec_obj.instance_uuid}
+
+    def placed(self):
+        """The hosts of the servers of this request placed so far, in
+        order (Nova appends each to the group's hosts as it consumes it).
+        """
+        if self.group is None:
+            return []
+        return list(self.group.hosts or [])[self.hosts_at_start:]
+
+    def remaining(self):
+        """How many servers of the request are still to place after the
+        one being placed now (0 when Nova looks for alternates, all placed).
+        """
+        return max(0, self.servers - len(self.placed()) - 1)
+
+    def refuse(self, reason, in_full=None):
+        """Make ``reason`` the NoValidHost's, should no host be left
+        (``in_full``: the same, unabridged).
+        """
+        self.why_no_host = reason
+        self.why_no_host_in_full = in_full or reason
+
+
+# plugins that said nova-ext is not activated in this process: once each
+_warned_not_activated = set()
+
+
+def warn_not_activated(plugin):
+    """Log, once per process and plugin, that ``plugin`` met a spread
+    request nova-ext spans no request for, and stands aside.
+    """
+    if plugin not in _warned_not_activated:
+        _warned_not_activated.add(plugin)
+        LOG.warning("nova-ext: %s stands aside for spread requests: %s",
+                    plugin, NotActivated.REASON)
+
+
+@contextlib.contextmanager
+def opened(spec_obj, instance_uuids, host_manager, members=None):
+    """The :class:`SchedulingRequest` of ``spec_obj`` for the duration."""
+    request = SchedulingRequest(spec_obj, instance_uuids, host_manager,
+                                members)
+    with _open_lock:
+        if spec_obj in _open:
+            raise RuntimeError('RequestSpec %s is already being scheduled'
+                               % spec_obj.instance_uuid)
+        _open[spec_obj] = request
+    try:
+        yield request
+    finally:
+        with _open_lock:
+            del _open[spec_obj]
+
+
+def of(spec_obj):
+    """The open :class:`SchedulingRequest` of ``spec_obj``; raises
+    NotActivated when nova-ext spans no request for it.
+    """
+    try:
+        return _open[spec_obj]
+    except KeyError:
+        raise NotActivated(NotActivated.REASON)
