@@ -171,6 +171,7 @@ Run ``python tools/benchmark_scheduler.py --help`` for the options.
 
 import argparse
 import collections
+import contextlib
 import cProfile
 import fractions
 import gc
@@ -186,6 +187,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import uuid
 
 import nova.conf
@@ -197,6 +199,7 @@ from nova.scheduler import filters as scheduler_filters
 from nova.scheduler import host_manager
 from nova.scheduler import weights as scheduler_weights
 
+from nova_ext.scheduler import scheduling_request
 from nova_ext.scheduler.weights import image_locality
 from nova_ext.simulator import fleet
 
@@ -525,6 +528,11 @@ class Group(object):
                     image_ref=next(iter(
                         self.hosts[index].instances.values())).image_ref)
 
+    def counted(self):
+        """{host: members there}, as placement tells nova-ext."""
+        return collections.Counter(self.hosts[index].host
+                                   for index in (0, 0, 1, 2))
+
     def instance_group(self, instance_uuid):
         # As loaded by the conductor: the API has already added the
         # instance being scheduled to the members.
@@ -576,10 +584,15 @@ def schedule(config, filter_handler, weight_handler, host_states, spec,
         profiler.enable()
     start = time.perf_counter()
     cpu_start = time.process_time()
-    passed = filter_handler.get_filtered_objects(
-        config['filters'], host_states, spec, 0)
-    weighed = weight_handler.get_weighed_objects(
-        config['weighers'], passed, spec)
+    # +nova-ext: inside the request's SchedulingRequest, as nova-ext's
+    # select_destinations wrapper runs Nova's pass (its cost is timed)
+    with (scheduling_request.opened(spec, [spec.instance_uuid],
+                                    config['view'], config['members'])
+          if 'view' in config else contextlib.nullcontext()):
+        passed = filter_handler.get_filtered_objects(
+            config['filters'], host_states, spec, 0)
+        weighed = weight_handler.get_weighed_objects(
+            config['weighers'], passed, spec)
     cpu = time.process_time() - cpu_start
     elapsed = time.perf_counter() - start
     if profiler is not None:
@@ -634,6 +647,14 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
     host_states, aggregates = build_fleet(num_hosts, rng, images)
     group = None if args.no_group else Group(host_states, rng,
                                              args.members_on_hosts)
+    # what nova-ext reads of nova-scheduler's HostManager (its filters, its
+    # aggregates), and the members as placement counts them inside the
+    # group's lock
+    configs['nova-ext']['view'] = types.SimpleNamespace(
+        enabled_filters=configs['nova-ext']['filters'],
+        aggs_by_id={aggregate.id: aggregate for aggregate in aggregates})
+    configs['nova-ext']['members'] = None if group is None else (
+        group.counted())
     DATABASE.load(host_states, aggregates)
     if api_database is not None:
         api_database.load(aggregates)
@@ -829,13 +850,17 @@ def where_overhead_goes(configs, filter_handler, weight_handler, candidates,
             for own_filter in own_filters:
                 kept = list(own_filter.filter_all(kept, spec))
 
-        filters_ms = _cpu_ms(own_filters_pass)
-        # Nova's weight handler wraps the hosts once whatever the weighers:
-        # not nova-ext's cost, so built untimed
-        weighed = [weight_handler.object_class(host_state, 0.0)
-                   for host_state in kept]
-        weighers_ms = _cpu_ms(lambda: [
-            weigher.weigh_objects(weighed, spec) for weigher in own_weighers])
+        ours = configs['nova-ext']
+        with scheduling_request.opened(spec, [spec.instance_uuid],
+                                       ours['view'], ours['members']):
+            filters_ms = _cpu_ms(own_filters_pass)
+            # Nova's weight handler wraps the hosts once whatever the
+            # weighers: not nova-ext's cost, so built untimed
+            weighed = [weight_handler.object_class(host_state, 0.0)
+                       for host_state in kept]
+            weighers_ms = _cpu_ms(lambda: [
+                weigher.weigh_objects(weighed, spec)
+                for weigher in own_weighers])
         image_locality.hosts_by_image.wait_for_refreshes()
         samples['own code'].append(filters_ms + weighers_ms)
         samples['filter slot'].append(

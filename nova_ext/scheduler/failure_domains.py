@@ -231,22 +231,30 @@ class Domains(object):
         self.use_aggregates = 'aggregates' in options.failure_domain_sources
         self.use_traits = 'traits' in options.failure_domain_sources
         # {level: {host name: domain}} and {level: {provider: domains}}
-        self._declared = {}
+        self._levels = {}
         self._traits = {}
 
-    def of(self, host, level, nodename=None):
-        """``host``'s domain at ``level``, or NO_DOMAIN (``nodename``: its
-        compute node's name, which its provider carries; the host's name
-        when not given).
+    def of(self, host, level):
+        """``host``'s domain at ``level``, or NO_DOMAIN."""
+        return self.at(level)[host]
+
+    def at(self, level):
+        """{host: its domain at ``level``} for any host asked (a dict that
+        places a host the first time it is asked).
+        """
+        found = self._levels.get(level)
+        if found is None:
+            found = self._levels[level] = _Level(self, level)
+        return found
+
+    def _place(self, host, level):
+        """The domain of a host no aggregate places at ``level``: its
+        compute node provider's trait (the provider is named after its
+        host for every driver but ironic), else its own domain or none.
         """
         if level == HOST_LEVEL:
             return 'host:' + host
-        declared = self._declared.get(level)
-        if declared is None:
-            declared = self._declared[level] = self._read_aggregates(level)
-        domain = declared.get(host, NO_DOMAIN)
-        if domain is NO_DOMAIN and host not in declared:
-            domain = self._from_traits(nodename or host, level)
+        domain = self._from_traits(host, level)
         if domain is NO_DOMAIN and self.own_domain:
             return 'host:' + host
         return domain
@@ -286,6 +294,22 @@ class Domains(object):
 # request; cleared with nova-ext's other caches (cache.forget_all)
 _conflicts_warned = set()
 cache.register_reset(_conflicts_warned.clear)
+
+
+class _Level(dict):
+    """{host: domain} at one level of a request's :class:`Domains`: the
+    aggregates' answers read at once, the others as hosts are asked.
+    """
+
+    def __init__(self, domains, level):
+        super().__init__(() if level == HOST_LEVEL
+                         else domains._read_aggregates(level))
+        self.domains = domains
+        self.level = level
+
+    def __missing__(self, host):
+        domain = self[host] = self.domains._place(host, self.level)
+        return domain
 
 
 def _warn_conflict(host, key, domains, level):
@@ -446,53 +470,52 @@ class Judgement(object):
     def __init__(self, request, constraints, hosts, together=False):
         self.constraints = tuple(constraints)
         domains = request.domains()
-        self.domain_of = {}
-        for host_state in itertools.chain(request.candidates or (), hosts):
-            if host_state not in self.domain_of:
-                self.domain_of[host_state] = tuple(
-                    domains.of(host_state.host, c.level, host_state.nodename)
-                    for c in self.constraints)
+        # {host state: its domain at each constraint's level}, shared by
+        # every judgement of the request at the same levels
+        self.signature = request.signatures(
+            tuple(c.level for c in self.constraints),
+            itertools.chain(request.candidates or (), hosts))
         members = request.members()
-        placed = request.placed()
+        placed = collections.Counter(request.placed())
         self.members = [per_domain(members, domains, c.level)
                         for c in self.constraints]
-        placed = collections.Counter(placed)
         self.placed = [per_domain(placed, domains, c.level)
                        for c in self.constraints]
-        located = [host_state for host_state in request.candidates or hosts
-                   if NO_DOMAIN not in self.domain_of[host_state]]
+        # the request's candidates with a domain at every level, each
+        # distinct signature once (the hosts of a rack share theirs)
+        located = {self.signature[h] for h in request.candidates or hosts}
+        located = {sig for sig in located if NO_DOMAIN not in sig}
         self.eligible = []
         for index, members_there in enumerate(self.members):
-            eligible = {self.domain_of[h][index] for h in located}
+            eligible = {signature[index] for signature in located}
             eligible.update(members_there)
             eligible.discard(NO_DOMAIN)
             self.eligible.append(frozenset(eligible))
         # the domains the server may go to (the hosts handed now, with a
         # domain at every level), and those the request's later servers
         # may go to: the same hosts, if every other filter passed them
-        asked = [self.domain_of[h] for h in hosts
-                 if NO_DOMAIN not in self.domain_of[h]]
+        asked = {self.signature[h] for h in hosts}
         if request.candidates is not None:
             candidates = set(request.candidates)
             hosts = [h for h in hosts if h in candidates]
-        fillable = [self.domain_of[h] for h in hosts
-                    if NO_DOMAIN not in self.domain_of[h]]
-        self.fillable = [frozenset(domains_of[index]
-                                   for domains_of in fillable)
+        fillable = {self.signature[h] for h in hosts}
+        asked = {sig for sig in asked if NO_DOMAIN not in sig}
+        fillable = {sig for sig in fillable if NO_DOMAIN not in sig}
+        self.fillable = [frozenset(signature[index] for signature in fillable)
                          for index in range(len(self.constraints))]
         remaining = self.remaining = request.remaining()
         self.allowed = [
             spread_constraints.verdicts(
                 constraint, self.members[index], self.eligible[index],
-                self.placed[index],
-                {domains_of[index] for domains_of in asked}, remaining,
-                self.fillable[index])
+                self.placed[index], {sig[index] for sig in asked},
+                remaining, self.fillable[index])
             for index, constraint in enumerate(self.constraints)]
         # signatures (a domain per constraint) allowed by each constraint
         # alone but leaving the request's later servers no way together
         self.stuck_together = set()
         if together and remaining and len(self.constraints) > 1:
             self._search_together(asked, fillable, remaining)
+        self._refusals = {}
 
     def _search_together(self, asked, fillable, remaining):
         for signature in set(asked):
@@ -518,37 +541,44 @@ class Judgement(object):
 
     def refusal(self, host_state):
         """The first constraint refusing ``host_state``, as a
-        :class:`Refusal`, or None.
+        :class:`Refusal`, or None (worked out once per signature).
         """
-        domains = self.domain_of[host_state]
-        if NO_DOMAIN in domains:
-            return Refusal(self.constraints[domains.index(NO_DOMAIN)],
+        signature = self.signature[host_state]
+        try:
+            return self._refusals[signature]
+        except KeyError:
+            found = self._refusals[signature] = self._refusal(signature)
+            return found
+
+    def _refusal(self, signature):
+        if NO_DOMAIN in signature:
+            return Refusal(self.constraints[signature.index(NO_DOMAIN)],
                            NO_DOMAIN, 0)
-        for index, domain in enumerate(domains):
-            constraint = self.constraints[index]
+        for index, domain in enumerate(signature):
             if not self.allowed[index][domain]:
-                return Refusal(constraint, domain, self.count(index, domain))
-        if domains in self.stuck_together:
-            return Refusal(TOGETHER, domains, 0)
+                return Refusal(self.constraints[index], domain,
+                               self.count(index, domain))
+        if signature in self.stuck_together:
+            return Refusal(TOGETHER, signature, 0)
         return None
 
     def broken(self, host_state):
         """How many of the constraints refuse ``host_state``."""
-        domains = self.domain_of[host_state]
-        if NO_DOMAIN in domains:
+        signature = self.signature[host_state]
+        if NO_DOMAIN in signature:
             return len(self.constraints)
         return sum(not self.allowed[index][domain]
-                   for index, domain in enumerate(domains))
+                   for index, domain in enumerate(signature))
 
     def crowding(self, host_state):
         """Members (and servers of the request) in ``host_state``'s domains,
         summed over the constraints; None when it lacks a domain.
         """
-        domains = self.domain_of[host_state]
-        if NO_DOMAIN in domains:
+        signature = self.signature[host_state]
+        if NO_DOMAIN in signature:
             return None
         return sum(self.count(index, domain)
-                   for index, domain in enumerate(domains))
+                   for index, domain in enumerate(signature))
 
     def count(self, index, domain):
         return (self.members[index].get(domain, 0)

@@ -23,6 +23,7 @@ Nothing of it outlives the request.
 
 import collections
 import contextlib
+import operator
 import threading
 
 from oslo_log import log as logging
@@ -39,6 +40,7 @@ _open_lock = threading.Lock()
 LOG = logging.getLogger(__name__)
 
 _NOT_READ = object()
+_HOST_NAME = operator.attrgetter('host')
 
 
 class NotActivated(Exception):
@@ -82,6 +84,8 @@ class SchedulingRequest(object):
         self._spread = _NOT_READ
         self._domains = None
         self._members = None
+        # {levels: {host state: its domains at those levels}}
+        self._signatures = {}
 
     def spread(self, default_level=None):
         """The request's :class:`failure_domains.Spread`, or None; raises
@@ -108,6 +112,23 @@ class SchedulingRequest(object):
             if self._domains.use_aggregates:
                 failure_domains.warn_near_misses(self.aggregates)
         return self._domains
+
+    def signatures(self, levels, host_states):
+        """{host state: (its domain at each of ``levels``)} for at least
+        ``host_states``: each host placed once per request and levels, for
+        the filter and the weighers alike.
+        """
+        known = self._signatures.setdefault(levels, {})
+        new = [host_state for host_state in host_states
+               if host_state not in known]
+        if new:
+            names = list(map(_HOST_NAME, new))
+            domains = self.domains()
+            # a pass per level, each looking the names up in C
+            known.update(zip(new, zip(*[
+                list(map(domains.at(level).__getitem__, names))
+                for level in levels])))
+        return known
 
     def members(self):
         """{host: members of the group there}, the servers of this request

@@ -3,9 +3,8 @@
 
 Driven by ``[nova_ext] coordination_backend_url``, ``spread_lock_timeout``,
 ``spread_coordination_unavailable``, ``spread_coordination_retry_seconds``
-and ``spread_serialize_groups``; installed by
-:func:`nova_ext.scheduler.filters.all_filters`, i.e. whenever nova-scheduler
-loads nova-ext's filters.
+and ``spread_serialize_groups``; installed at nova-scheduler's start by
+:func:`nova_ext.scheduler.activate`.
 
 The conductor reads a group's hosts (``instance_group.hosts``) before it asks
 the scheduler, so members created at the same moment (parallel API clients,
@@ -20,8 +19,9 @@ unshelve) is never counted.
 
 Nova has no hook around one scheduling request (filters and weighers see one
 host list, request filters run before placement is asked), so this module
-wraps ``SchedulerManager.select_destinations``; every request that asks for
-no spread passes through unchanged.
+wraps ``SchedulerManager.select_destinations``: every request runs inside
+its :class:`~nova_ext.scheduler.scheduling_request.SchedulingRequest`, and
+only those asking for a spread take a lock.
 """
 
 import collections

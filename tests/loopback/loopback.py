@@ -639,6 +639,7 @@ class LoopbackCloud(fixtures.Fixture):
                     'aggregate', 'list', '--long', '-f', 'json')}
             self.openstack('server', 'delete', '--wait', 'spread-1',
                            'spread-2', 'spread-3')
+            found['multi-create skew'] = self._multi_create_with_skew()
             found.update(self._quota_across_cells())
             found['image locality'] = self.explain(
                 '--flavor', 'loopback.tiny', '--image', self.image)
@@ -657,6 +658,38 @@ class LoopbackCloud(fixtures.Fixture):
                           '--flavor', self.limited_flavor, '--instances',
                           '1')
         return found
+
+    def _multi_create_with_skew(self):
+        """Four servers in one request over the two racks of two hosts,
+        ``rack:skew=1``: each server's status and host; then deleted.
+        """
+        group = self.openstack('server', 'group', 'create', '--policy',
+                               'anti-affinity', '-f', 'json',
+                               'loopback-skew')['id']
+        self.openstack('server', 'create', '--flavor', 'loopback.tiny',
+                       '--image', self.image, '--nic', 'none', '--min', '4',
+                       '--max', '4', '--hint', 'group=' + group, '--hint',
+                       'nova_ext:spread_constraints=rack:skew=1', 'skew')
+        deadline = time.monotonic() + 180
+        while True:
+            listed = self.openstack('server', 'list', '--name', '^skew-',
+                                    '-f', 'json')
+            if time.monotonic() > deadline or (
+                    len(listed) == 4 and all(
+                        s['Status'] != 'BUILD' for s in listed)):
+                break
+            time.sleep(2)
+        servers = {}
+        for listed in listed:
+            server = self.openstack('server', 'show', '-f', 'json',
+                                    listed['ID'])
+            servers[server['name']] = {
+                'status': server['status'],
+                'host': server.get('OS-EXT-SRV-ATTR:host'),
+                'fault': (server.get('fault') or {}).get('message', '')}
+        if servers:
+            self.openstack('server', 'delete', '--wait', *servers)
+        return servers
 
     def explain(self, *args):
         """``nova-ext-manage explain ... --json``, parsed."""

@@ -7,6 +7,7 @@ a superconductor and cell conductors, servers on the QEMU compute
 0 failures and no skips, and a curated upstream tempest subset.
 """
 
+import collections
 from xml.etree import ElementTree
 
 import testtools
@@ -59,6 +60,13 @@ class LoopbackCloudTest(testtools.TestCase):
         # (each rack holds one member already, so the rack limit would
         # refuse it); whichever two hosts the first two took, the group
         # now spans both cells
+        # one request of four servers over two racks of two hosts with
+        # rack:skew=1: 2/2 (it used to end with all four in ERROR)
+        skew = found['multi-create skew']
+        self.assertEqual(['ACTIVE'] * 4,
+                         [s['status'] for s in skew.values()], skew)
+        self.assertEqual({'r1': 2, 'r2': 2}, dict(collections.Counter(
+            rack_of[s['host']] for s in skew.values())), skew)
         self.assertEqual('ACTIVE', found['spread-3']['status'], found)
         hosts = [found[name]['host']
                  for name in ('spread-1', 'spread-2', 'spread-3')]

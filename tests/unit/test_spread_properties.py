@@ -328,3 +328,22 @@ class FoundBySearchTest(NovaScheduling):
                 exception.NoValidHost, nova_run.Run(cluster, request).schedule,
                 'rack:max=1,soft;rack:skew=1')
             self.assertIn('rack:skew=1: host h0 in no rack', str(error))
+
+
+class KubernetesTableTest(testtools.TestCase):
+    """doc/source/scheduler.rst's table of deliberate differences from
+    Kubernetes is the reference model's, line by line.
+    """
+
+    def test_the_docs_table_is_the_models(self):
+        path = os.path.join(os.path.dirname(__file__), '..', '..', 'doc',
+                            'source', 'scheduler.rst')
+        with open(path) as rst:
+            text = rst.read()
+        table = text.split('.. _kubernetes-differences:')[1]
+        table = table.split('     - nova-ext\n', 1)[1].split('\n\n')[0]
+        rows = []
+        for row in table.split('   * - ')[1:]:
+            left, right = row.split('\n     - ')
+            rows.append((' '.join(left.split()), ' '.join(right.split())))
+        self.assertEqual(list(model.DIFFERENCES_FROM_KUBERNETES), rows)

@@ -75,11 +75,18 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
         if state is None:
             return [0.0] * len(host_states)
         everything, soft, without_domain, violation = state
+        # the hosts of a domain share their penalty: one reckoning per
+        # signature
+        penalties = {}
         weights = []
         for host_state in host_states:
-            crowding = everything.crowding(host_state)
-            penalty = without_domain if crowding is None else crowding
-            if soft is not None:
-                penalty += violation * soft.broken(host_state)
+            signature = everything.signature[host_state]
+            penalty = penalties.get(signature)
+            if penalty is None:
+                crowding = everything.crowding(host_state)
+                penalty = without_domain if crowding is None else crowding
+                if soft is not None:
+                    penalty += violation * soft.broken(host_state)
+                penalties[signature] = penalty
             weights.append(-penalty)
         return weights
