@@ -53,8 +53,8 @@ INTERNALS = (
              'point; nova-ext appends its own to it in nova-scheduler'),
     Internal('nova.scheduler.manager.SchedulerManager.select_destinations',
              None,
-             'no hook spans one scheduling request from filtering to the '
-             'claim: the failure-domain spread lock wraps it '
+             'no hook spans one scheduling request from the pre-filters to '
+             'the claims: nova-ext opens its SchedulingRequest around it '
              '(nova_ext.scheduler.spread_scheduling; Nova\'s RPC decorator '
              'hides the signature)'),
     Internal('nova.scheduler.host_manager.HostManager.update_aggregates',
@@ -68,6 +68,15 @@ INTERNALS = (
              'select_destinations\' default spec_obj, which marks a call '
              'without a RequestSpec: the spread wrapper keeps that default '
              'and passes such calls to Nova untouched'),
+    Internal('nova.scheduler.manager.SchedulerManager._schedule',
+             '(self, context, spec_obj, instance_uuids, '
+             'alloc_reqs_by_rp_uuid, provider_summaries, '
+             'allocation_request_version=None, return_alternates=False)',
+             'a spread group\'s lock is held from the members\' count to '
+             'the claims, not around placement\'s query: this is Nova\'s '
+             'filter, weigh and claim loop, wrapped '
+             '(nova_ext.scheduler.spread_scheduling); the property tests run '
+             'it on model clusters'),
     Internal('nova.scheduler.manager.SchedulerManager._get_sorted_hosts',
              '(self, spec_obj, host_states, index)',
              'the simulator and "nova-ext-manage explain" run Nova\'s real '

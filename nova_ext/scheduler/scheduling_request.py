@@ -29,6 +29,7 @@ import threading
 from oslo_log import log as logging
 
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler import spread_constraints
 from nova_ext import upstream
 
 # {RequestSpec: its SchedulingRequest} for the requests being scheduled in
@@ -73,6 +74,9 @@ class SchedulingRequest(object):
                       if 'instance_group' in spec_obj else None)
         self.hosts_at_start = len(self.group.hosts or []) if self.group else 0
         self.counted_members = members
+        # whether the servers being scheduled hold allocations already (a
+        # move), as the spread lock found them
+        self.moves = None
         # the hosts the request's first server could go to, once every
         # filter but nova-ext's passed them (set by the first plugin that
         # sees them; see FailureDomainAntiAffinityFilter)
@@ -150,6 +154,74 @@ class SchedulingRequest(object):
             # candidates' instance lists
             self._members = members
         return members
+
+    def count(self, members):
+        """The group's members as placement says they are, counted inside
+        the group's spread lock (:meth:`members` from then on).
+        """
+        self.counted_members = members
+        self._members = None
+
+    def hard_levels(self):
+        """The levels of the request's hard constraints, in order."""
+        try:
+            spread = self.spread()
+        except failure_domains.InvalidSpreadRequest:
+            return ()
+        return tuple(c.level for c in spread.hard) if spread else ()
+
+    def broken_by(self, members, placed):
+        """The hard constraints ``members`` ({host: members}, the request's
+        servers among them, on the hosts ``placed``) break, as text.
+        """
+        spread = self.spread()
+        domains = self.domains()
+        eligible_hosts = self.candidates or ()
+        broken = []
+        for constraint in spread.hard:
+            final = failure_domains.per_domain(members, domains,
+                                               constraint.level)
+            added = {domains.of(host, constraint.level) for host in placed}
+            eligible = {domains.of(h.host, constraint.level)
+                        for h in eligible_hosts} | set(final) | added
+            eligible.discard(failure_domains.NO_DOMAIN)
+            if not spread_constraints.holds(constraint, final, eligible,
+                                            added):
+                broken.append('%s (%s)' % (constraint, ', '.join(
+                    '%s %s: %d' % (constraint.level, domain, final[domain])
+                    for domain in sorted(added, key=str))))
+        return broken
+
+    def alternates_kept_in_domains(self, selections):
+        """``selections`` (Nova's: per server, the host chosen and its
+        alternates) with each server's alternates kept to hosts in the same
+        domain as the chosen host at every hard constraint's level.
+
+        Nova's conductor reschedules a server whose build failed to its
+        next alternate by itself, without asking the scheduler (or taking
+        the group's lock); an alternate in the chosen host's domains leaves
+        every domain's count as the scheduler decided it, whatever other
+        requests placed meanwhile.
+        """
+        levels = self.hard_levels()
+        if not levels or not isinstance(selections, list):
+            return selections
+        domains = self.domains()
+
+        def where(selection):
+            return tuple(domains.of(selection.service_host, level)
+                         for level in levels)
+
+        kept = []
+        for per_server in selections:
+            if not isinstance(per_server, list) or len(per_server) < 2:
+                kept.append(per_server)
+                continue
+            chosen = where(per_server[0])
+            kept.append([per_server[0]] + [
+                alternate for alternate in per_server[1:]
+                if where(alternate) == chosen])
+        return kept
 
     def _not_counted(self):
         return set(self.instance_uuids) | {self.spec_obj.instance_uuid}

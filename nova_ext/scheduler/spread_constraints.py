@@ -201,6 +201,23 @@ def _skew_allows(constraint, counts, eligible, placed, domain, remaining,
                for other in receiving)
 
 
+def holds(constraint, final, eligible, added):
+    """Whether ``final`` ({domain: members}, a request's servers among them
+    in the domains ``added``) keeps ``constraint`` (the rule of
+    :func:`verdicts` once every server is placed).
+    """
+    if constraint.kind == MAX:
+        return all(final.get(domain, 0) <= constraint.value
+                   for domain in added)
+    domains = set(eligible) | set(added)
+    least = min((final.get(domain, 0) for domain in domains), default=0)
+    if (constraint.min_domains is not None
+            and len(domains) < constraint.min_domains):
+        least = 0
+    return all(final.get(domain, 0) - least <= constraint.value
+               for domain in added)
+
+
 def completable(constraints, members, eligible, placed, signature,
                 remaining, fillable, budget=2000):
     """Whether one more server of the request on a host of ``signature``

@@ -25,6 +25,7 @@ only those asking for a spread take a lock.
 """
 
 import collections
+from concurrent import futures
 import functools
 import os
 import tempfile
@@ -209,12 +210,24 @@ class Coordination(object):
             self.release(lock)
 
     def release(self, lock):
+        """Release ``lock``; whether the backend confirmed it was still
+        held. A lock it could not release is forgotten: the next request of
+        the group gets a fresh lock object (and connection).
+        """
         try:
-            lock.release()
+            released = lock.release()
         except Exception as error:
             # the backend drops the lock with the connection it lost
             LOG.warning("nova-ext: releasing spread lock %s failed: %s",
                         lock.name, error)
+            released = False
+        if released is False:
+            with self._guard:
+                for group_uuid, kept in list(self._backend_locks.items()):
+                    if kept is lock:
+                        del self._backend_locks[group_uuid]
+            return False
+        return True
 
 
 # Backend lock objects kept for reuse (least recently used dropped first):
@@ -378,19 +391,23 @@ def _provider_hosts(context, client, provider_uuids, cache):
 def members_per_host(context, group_uuid, not_counted):
     """{host: members of the group there} from placement, leaving out the
     servers in ``not_counted`` (the ones this request places or moves).
-    Returns (counter, placement calls made).
+    Returns (counter, placement calls made). The members' allocations are
+    read ``MEMBER_READS`` at a time.
     """
     client = report.report_client_singleton()
     group = objects.InstanceGroup.get_by_uuid(context, group_uuid)
-    calls = 0
-    hosts_of_member = {}
-    for member in group.members or []:
-        if member in not_counted:
-            continue
-        calls += 1
-        allocations = client.get_allocs_for_consumer(
-            context, member).get('allocations', {})
-        hosts_of_member[member] = list(allocations)
+    members = [member for member in group.members or []
+               if member not in not_counted]
+
+    def providers_of(member):
+        return list(client.get_allocs_for_consumer(
+            context, member).get('allocations', {}))
+
+    with futures.ThreadPoolExecutor(
+            max_workers=MEMBER_READS,
+            thread_name_prefix='nova-ext-members') as executor:
+        hosts_of_member = dict(zip(members,
+                                   executor.map(providers_of, members)))
     providers = {uuid for uuids in hosts_of_member.values() for uuid in uuids}
     provider_host = _provider_hosts(context, client, providers,
                                     _provider_names)
@@ -398,7 +415,22 @@ def members_per_host(context, group_uuid, not_counted):
     for uuids in hosts_of_member.values():
         for host in {provider_host[u] for u in uuids if u in provider_host}:
             counts[host] += 1
-    return counts, calls
+    return counts, len(members)
+
+
+# Allocation reads in flight at once when a spread request counts its
+# group: placement answers them in parallel, and a group of 100 members
+# counted one read at a time is most of a request's time under the lock.
+MEMBER_READS = 8
+
+
+def _holds_allocations(context, instance_uuids):
+    """Whether any of ``instance_uuids`` holds allocations in placement
+    already: a move, not a create.
+    """
+    client = report.report_client_singleton()
+    return any(client.get_allocs_for_consumer(context, uuid).get(
+        'allocations') for uuid in instance_uuids)
 
 
 def _refuse(reason):
@@ -408,18 +440,29 @@ def _refuse(reason):
 
 def _scheduled_with_spread(scheduler, context, spec_obj, instance_uuids,
                            call):
-    """``call()`` (Nova's own select_destinations) inside the request's
-    :class:`SchedulingRequest`, under the group's spread lock when the
-    request asks for a spread.
+    """Nova's ``select_destinations`` (``call()``) inside the request's
+    :class:`SchedulingRequest`, each server's alternates kept in its
+    failure domains.
     """
     _aggregate_view_of_this_process(scheduler.host_manager)
+    return scheduled_in_request(scheduler, spec_obj, instance_uuids, None,
+                                call)
+
+
+def _schedule_under_lock(context, spec_obj, instance_uuids, call):
+    """Nova's ``_schedule`` (``call()``: filter, weigh and claim, once
+    placement answered) under the group's spread lock when the request
+    asks for a spread, with the members counted from placement inside it.
+    """
     group = _spread_group(spec_obj)
     if group is None or scheduler_utils.request_is_rebuild(spec_obj):
-        return scheduled_in_request(scheduler, spec_obj, instance_uuids,
-                                    None, call)
+        return call()
+    try:
+        request = scheduling_request.of(spec_obj)
+    except scheduling_request.NotActivated:
+        return call()
     if not CONF.nova_ext.spread_serialize_groups:
-        return scheduled_in_request(scheduler, spec_obj, instance_uuids,
-                                    None, call)
+        return call()
     timeout = CONF.nova_ext.spread_lock_timeout
     started = time.monotonic()
     local_locks = _coordination.local_locks
@@ -441,38 +484,73 @@ def _scheduled_with_spread(scheduler, context, spec_obj, instance_uuids,
                         'refuse)' % (error, group.name, group.uuid))
             LOG.warning("nova-ext: scheduling server group %s without the "
                         "spread lock: %s", group.uuid, error)
-            return _counted_and_scheduled(scheduler, context, spec_obj,
-                                          instance_uuids, group, call)
+            _count(context, request, group, instance_uuids)
+            return call()
         if lock is None:
             _refuse('timed out after %ds waiting for the spread lock of '
                     'server group %s (%s)' % (timeout, group.name,
                                               group.uuid))
+        waited = time.monotonic() - started
+        held = time.monotonic()
+        clean = False
         try:
-            return _counted_and_scheduled(scheduler, context, spec_obj,
-                                          instance_uuids, group, call)
+            _count(context, request, group, instance_uuids)
+            selections = call()
         finally:
-            _coordination.release(lock)
+            clean = _coordination.release(lock)
+            LOG.debug("nova-ext: spread lock of server group %s: waited "
+                      "%.0f ms, held %.0f ms", group.uuid, waited * 1000,
+                      (time.monotonic() - held) * 1000)
+        if not clean:
+            _verified(context, request, group, instance_uuids, selections)
+        return selections
     finally:
         local_locks.release(group.uuid)
 
 
-def _counted_and_scheduled(scheduler, context, spec_obj, instance_uuids,
-                           group, call):
+def _count(context, request, group, instance_uuids):
+    """Count the group's members from placement into ``request``."""
     started = time.monotonic()
     not_counted = set(instance_uuids or [])
-    if spec_obj.instance_uuid:
-        not_counted.add(spec_obj.instance_uuid)
+    not_counted.add(request.spec_obj.instance_uuid)
     try:
         per_host, calls = members_per_host(context, group.uuid,
                                            not_counted)
+        request.moves = _holds_allocations(context, sorted(not_counted))
     except Exception as error:
         _refuse('could not read where the members of server group %s (%s) '
                 'are from placement: %s' % (group.name, group.uuid, error))
     LOG.debug("nova-ext: server group %s counted from placement in %.0f ms "
               "(%d allocation reads): %s", group.uuid,
               (time.monotonic() - started) * 1000, calls, dict(per_host))
-    return scheduled_in_request(scheduler, spec_obj, instance_uuids,
-                                per_host, call)
+    request.count(per_host)
+
+
+def _verified(context, request, group, instance_uuids, selections):
+    """The backend could not confirm the lock was still held when it was
+    released (its connection or session was lost): another scheduler may
+    have placed members of the group meanwhile. Count the group again
+    from placement, this request's servers included, and keep the
+    placements only if every hard constraint still holds; else give the
+    claims back and refuse.
+    """
+    per_host, _calls = members_per_host(context, group.uuid, set())
+    placed = [selection[0].service_host for selection in selections]
+    broken = request.broken_by(per_host, placed)
+    if not broken:
+        LOG.warning("nova-ext: the spread lock of server group %s could not "
+                    "be released cleanly (the coordination backend lost "
+                    "it); placement, counted again, shows every constraint "
+                    "held: %s kept", group.uuid, ', '.join(placed))
+        return
+    if not request.moves:
+        client = report.report_client_singleton()
+        for uuid in instance_uuids or [request.spec_obj.instance_uuid]:
+            client.delete_allocation_for_instance(context, uuid, force=True)
+    _refuse('the spread lock of server group %s (%s) was lost while this '
+            'request was scheduled and the group changed meanwhile: %s; '
+            'nothing was kept, try again' % (
+                group.name, group.uuid, '; '.join(broken)))
 
 
 def scheduled_in_request(scheduler, spec_obj, instance_uuids, members, call):
@@ -483,11 +561,12 @@ def scheduled_in_request(scheduler, spec_obj, instance_uuids, members, call):
                                    scheduler.host_manager,
                                    members=members) as request:
         try:
-            return call()
+            selections = call()
         except exception.NoValidHost:
             if request.why_no_host:
                 raise exception.NoValidHost(reason=request.why_no_host)
             raise
+        return request.alternates_kept_in_domains(selections)
 
 
 # The process whose HostManager's aggregate view is known to be its own: a
@@ -527,16 +606,34 @@ def _aggregate_view_of_this_process(host_manager):
 
 SELECT_DESTINATIONS = ('nova.scheduler.manager.SchedulerManager.'
                        'select_destinations')
+SCHEDULE = 'nova.scheduler.manager.SchedulerManager._schedule'
 SENTINEL = 'nova.scheduler.manager.SchedulerManager._sentinel'
 _original = None
 
 
 def install():
-    """Wrap SchedulerManager.select_destinations once per process."""
+    """Wrap SchedulerManager.select_destinations (the request) and
+    ``_schedule`` (its filtering, weighing and claims, under the group's
+    lock) once per process.
+    """
     global _original
     if _original is not None:
         return
     original = _original = upstream.get(SELECT_DESTINATIONS)
+    original_schedule = upstream.get(SCHEDULE)
+
+    def schedule_locked(self, context, spec_obj, instance_uuids,
+                        alloc_reqs_by_rp_uuid, provider_summaries,
+                        allocation_request_version=None,
+                        return_alternates=False):
+        return _schedule_under_lock(
+            context, spec_obj, instance_uuids, functools.partial(
+                original_schedule, self, context, spec_obj, instance_uuids,
+                alloc_reqs_by_rp_uuid, provider_summaries,
+                allocation_request_version, return_alternates))
+
+    schedule_locked.__wrapped__ = original_schedule
+    upstream.patch(SCHEDULE, schedule_locked)
     # the default Nova's RPC signature uses for "spec_obj not given"
     sentinel = upstream.get(SENTINEL)
 

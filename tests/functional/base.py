@@ -68,3 +68,13 @@ class RackedTestCase(NovaExtTestCase):
 
     def rack(self, server):
         return self.rack_of[self.host_of(server)]
+
+    def _all_in(self, prefix, count, status):
+        """The ``count`` servers named ``prefix...``, all in ``status``."""
+        servers = [self.admin_api.get_server(s['id'])
+                   for s in self.admin_api.get_servers()
+                   if s['name'].startswith(prefix)]
+        self.assertEqual(count, len(servers))
+        self.assertEqual([status] * count, [s['status'] for s in servers],
+                         [s.get('fault') for s in servers])
+        return servers

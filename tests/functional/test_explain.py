@@ -200,6 +200,27 @@ class ExplainTest(ExplainTestCase):
         self.assertEqual(4, len(result['candidates']))
         self.assertEqual('host2', result['selected'])
 
+    def test_server_is_explained_as_a_move_without_itself(self):
+        # Given an ACTIVE member of a rack:max=1 group in each rack
+        group = self.create_server_group('web')
+        hints = {'nova_ext:spread_constraints': 'rack:max=1'}
+        first = self.boot('w1', self.flavor, group, hints)
+        self.boot('w2', self.flavor, group, hints)
+        # When explain evaluates the first member
+        result = self.explain('--server', first['id'])
+        # Then it is not counted against itself: its own rack has room for
+        # it, and it would go there (the other rack is full); its current
+        # host is named
+        self.assertIsNone(result['no_valid_host'])
+        self.assertEqual(self.host_of(first), result['current_host'])
+        rack_of = {'host1': 'r1', 'host2': 'r1', 'host3': 'r2',
+                   'host4': 'r2'}
+        self.assertEqual(rack_of[self.host_of(first)],
+                         rack_of[result['selected'].split()[0]])
+        self.assertIn('its current host %s is marked *'
+                      % self.host_of(first),
+                      self.explain_text('--server', first['id']))
+
     def test_unknown_names_fail_with_one_line(self):
         for argv, message in (
                 (('--flavor', 'nope'), 'no flavor nope'),

@@ -113,14 +113,6 @@ class ReasonTest(SpreadTestCase):
             expected_state='ERROR')
         self.assertNoValidHost(server, "nova_ext:spread_max_per_domain='+2'")
 
-    def _all_in(self, prefix, count, status):
-        servers = [self.admin_api.get_server(s['id'])
-                   for s in self.admin_api.get_servers()
-                   if s['name'].startswith(prefix)]
-        self.assertEqual(count, len(servers))
-        self.assertEqual({status}, {s['status'] for s in servers})
-        return servers
-
 
 class MoveTest(SpreadTestCase):
     """Every rack holds its one member; the member in r1 moves. Counting it

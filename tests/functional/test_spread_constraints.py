@@ -71,6 +71,22 @@ class SpreadConstraintsTest(base.RackedTestCase):
             counts = self._racks(servers).values()
             self.assertLessEqual(max(counts) - min(counts), 1, counts)
 
+    def test_a_multi_create_with_skew_fills_the_racks_evenly(self):
+        # six servers in one request, three racks of two hosts, room
+        # everywhere: the second server may go back to the first's rack
+        # (the request is legal as a whole), so all six are placed 2/2/2;
+        # before, the racks ahead were refused for good after the first
+        # servers and the request failed
+        group = self.create_server_group('batch')
+        server = self._build_server(name='batch', flavor_id=self.flavor,
+                                    networks='none')
+        server.update(min_count=6, max_count=6)
+        self.api.post_server({'server': server, 'os:scheduler_hints': {
+            'group': group, KEY: 'rack:skew=1'}})
+        servers = self._wait_for_assert(lambda: self._all_in(
+            'batch', 6, 'ACTIVE'), max_retries=100, sleep=0.1)
+        self.assertEqual({'r1': 2, 'r2': 2, 'r3': 2}, self._racks(servers))
+
     # -- min domains ---------------------------------------------------------
 
     def test_min_domains_beyond_the_racks_caps_each_rack_at_the_skew(self):

@@ -52,6 +52,11 @@ class ExcludeFullDomainsTest(test.NoDBTestCase):
         self.trait_domains = {}
         self.stub_out('nova_ext.scheduler.failure_domains.trait_domains',
                       lambda level: self.trait_domains)
+        # placement knows a member on each host of the group
+        self.stub_out(
+            'nova_ext.scheduler.spread_scheduling.members_per_host',
+            lambda ctxt, group_uuid, not_counted: (collections.Counter(
+                self.spec.instance_group.hosts), 0))
         cache.forget_all()
 
     def run_filter(self, spec, members=None):
@@ -60,6 +65,7 @@ class ExcludeFullDomainsTest(test.NoDBTestCase):
         (``members``: as placement counts them inside the spread lock;
         None: the conductor's ``group.hosts``).
         """
+        self.spec = spec
         view = types.SimpleNamespace(
             enabled_filters=[],
             aggs_by_id={agg.id: agg for agg in self.aggregates})

@@ -299,3 +299,35 @@ class MembersSeenByConductorTest(test.NoDBTestCase):
             {'h1': 2, 'h2': 1, 'h9': 1},
             failure_domains.members_seen_by_conductor(
                 ['h1', 'h2', 'h9'], {uuids.m1, uuids.m2, uuids.m3}, hosts))
+
+
+class AlternatesTest(test.NoDBTestCase):
+    """Nova's conductor reschedules a failed build to the next alternate
+    without the scheduler: alternates stay in the chosen host's domains.
+    """
+
+    def selection(self, host):
+        return objects.Selection(service_host=host, nodename=host,
+                                 compute_node_uuid=uuids.node,
+                                 cell_uuid=uuids.cell, limits=None,
+                                 allocation_request=None,
+                                 allocation_request_version=None)
+
+    def test_alternates_outside_the_chosen_domains_are_dropped(self):
+        spec = request({'nova_ext:spread_constraints':
+                        'rack:max=1;host:skew=5,soft'}, group=group())
+        found = opened(self, spec, racks(r1=['h1', 'h2'], r2=['h3']))
+        kept = found.alternates_kept_in_domains([[
+            self.selection('h1'), self.selection('h3'),
+            self.selection('h2')]])
+        self.assertEqual([['h1', 'h2']],
+                         [[s.service_host for s in per_server]
+                          for per_server in kept])
+
+    def test_no_hard_constraint_keeps_every_alternate(self):
+        spec = request({'nova_ext:spread_constraints': 'rack:max=1,soft'},
+                       group=group())
+        found = opened(self, spec, racks(r1=['h1'], r2=['h3']))
+        selections = [[self.selection('h1'), self.selection('h3')]]
+        self.assertIs(selections,
+                      found.alternates_kept_in_domains(selections))

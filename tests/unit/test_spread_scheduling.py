@@ -19,6 +19,7 @@ from nova import exception
 from nova import objects
 from nova import test
 
+from nova_ext.scheduler import scheduling_request
 from nova_ext.scheduler import spread_scheduling
 
 LOCKS = '/var/lib/nova/locks'
@@ -359,17 +360,13 @@ class StalledBackendRequestTest(test.NoDBTestCase):
                 hosts=[], members=[]),
             instance_uuid=uuids.server)
         scheduled = []
-        started = time.monotonic()
-        # this process's aggregate view is current: nothing to re-read
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova_ext.scheduler.spread_scheduling._view_checked_in',
-            os.getpid()))
-        scheduler = types.SimpleNamespace(host_manager=types.SimpleNamespace(
-            enabled_filters=[], aggs_by_id={}))
-        error = self.assertRaises(
-            exception.NoValidHost, spread_scheduling._scheduled_with_spread,
-            scheduler, None, spec, [uuids.server],
-            lambda: scheduled.append(1))
+        view = types.SimpleNamespace(enabled_filters=[], aggs_by_id={})
+        with scheduling_request.opened(spec, [uuids.server], view):
+            started = time.monotonic()
+            error = self.assertRaises(
+                exception.NoValidHost,
+                spread_scheduling._schedule_under_lock, None, spec,
+                [uuids.server], lambda: scheduled.append(1))
         self.assertLess(time.monotonic() - started,
                         2 + spread_scheduling.ACQUIRE_MARGIN)
         # whole seconds (what is left of 2 s): tooz's SQL drivers wait

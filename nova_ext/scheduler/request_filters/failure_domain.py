@@ -21,15 +21,20 @@ FailureDomainAntiAffinityFilter rejects them all although other domains
 have room. Here every candidate placement returns is in a domain with
 room, so the cap hides none of them.
 
-Members are counted as FailureDomainAntiAffinityFilter counts them, and
-hosts placed in domains by the same rules, from the request's
-:class:`~nova_ext.scheduler.scheduling_request.SchedulingRequest`: where
-placement says members are, read inside the group's spread lock
-(:mod:`nova_ext.scheduler.spread_scheduling`, which leaves out the server
-being scheduled or moved), else the conductor's ``instance_group.hosts``;
-domains from nova-scheduler's view of the aggregates and the compute
-traits. With ``nova_ext:spread_constraints`` each hard ``max`` constraint
-excludes its full domains (``host``-level ones excepted: a host is its own
+Members are counted where placement says they are, the server being
+scheduled or moved left out, as the group's spread lock counts them
+(:mod:`nova_ext.scheduler.spread_scheduling`) -- but before the lock, which
+is held from the count to the claims only: a member placed meanwhile makes
+this count low, so the pre-filter excludes less, never too much, and the
+filter, under the lock, stays the exact check. Without the lock
+(``[nova_ext] spread_serialize_groups = False``), the conductor's
+``instance_group.hosts``. Hosts are placed in domains as the filter places
+them, from the request's
+:class:`~nova_ext.scheduler.scheduling_request.SchedulingRequest`
+(nova-scheduler's view of the aggregates, the compute traits).
+
+With ``nova_ext:spread_constraints`` each hard ``max`` constraint excludes
+its full domains (``host``-level ones excepted: a host is its own
 domain, declared nowhere). Skew constraints are left to the filter: whether
 a domain is too far ahead depends on the least filled eligible domain, and
 which domains are eligible depends on the candidates placement is about to
@@ -45,6 +50,7 @@ are left alone: the filter refuses the latter with a reason.
 
 import collections
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova.scheduler import request_filter
@@ -54,7 +60,9 @@ from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler import request_filters
 from nova_ext.scheduler import scheduling_request
 from nova_ext.scheduler import spread_constraints
+from nova_ext.scheduler import spread_scheduling
 
+CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
 HARD_POLICY = 'anti-affinity'
@@ -118,9 +126,27 @@ def _hard_max(request):
                           and c.level != failure_domains.HOST_LEVEL]
 
 
-def _full_domains(request, constraint):
-    members = failure_domains.per_domain(request.members(),
-                                         request.domains(), constraint.level)
+def _members(ctxt, request, group):
+    """{host: members}, the request's servers left out: as the request
+    counted them already (explain, the simulator), else from placement as
+    the spread lock counts them (read now, before the lock: a member
+    placed meanwhile by another scheduler can only make this count low,
+    and a low count excludes less, never too much), else the conductor's
+    view of the group.
+    """
+    if (request.counted_members is not None
+            or not CONF.nova_ext.spread_serialize_groups):
+        return request.members()
+    not_counted = set(request.instance_uuids)
+    not_counted.add(request.spec_obj.instance_uuid)
+    members, _calls = spread_scheduling.members_per_host(
+        ctxt, group.uuid, not_counted)
+    return members
+
+
+def _full_domains(request, members, constraint):
+    members = failure_domains.per_domain(members, request.domains(),
+                                         constraint.level)
     return sorted(domain for domain, count in members.items()
                   if count >= constraint.value
                   and not str(domain).startswith('host:'))
@@ -166,9 +192,12 @@ def exclude_full_domains(ctxt, request_spec):
     except scheduling_request.NotActivated:
         return False  # activation is what runs this pre-filter at all
     group, constraints = _hard_max(request)
+    if not constraints:
+        return False
+    members = _members(ctxt, request, group)
     aggregates, traits, reasons = set(), set(), []
     for constraint in constraints:
-        full = _full_domains(request, constraint)
+        full = _full_domains(request, members, constraint)
         if not full:
             continue
         forbidden, forbidden_traits, excluded = _exclusions(
