@@ -17,10 +17,10 @@ nova_ext.scheduler:
   ``enabled_filters``;
 * of the legal hosts, the one chosen breaks the fewest soft constraints.
 
-The example budget is fixed (``NOVA_EXT_HYPOTHESIS_PROFILE``: ``ci``, the
-default, derandomized; ``long`` for a search of 5,000 examples a property,
-doc/source/contributor.rst). Counterexamples the search found are kept as
-ordinary tests at the end.
+The example budget is fixed (tests/__init__.py:
+``NOVA_EXT_HYPOTHESIS_PROFILE`` ``ci``, the default, derandomized; ``long``
+for a search of 5,000 examples a property, doc/source/scheduler.rst).
+Counterexamples the search found are kept as ordinary tests at the end.
 """
 
 import itertools
@@ -38,18 +38,6 @@ from tests.reference import nova_run
 from tests.reference import spread_model as model
 
 objects.register_all()
-
-hypothesis.settings.register_profile(
-    'ci', max_examples=300, derandomize=True, deadline=None,
-    suppress_health_check=[hypothesis.HealthCheck.too_slow,
-                           hypothesis.HealthCheck.data_too_large],
-    database=None)
-hypothesis.settings.register_profile(
-    'long', max_examples=5000, deadline=None,
-    suppress_health_check=[hypothesis.HealthCheck.too_slow,
-                           hypothesis.HealthCheck.data_too_large])
-hypothesis.settings.load_profile(
-    os.environ.get('NOVA_EXT_HYPOTHESIS_PROFILE', 'ci'))
 
 LEVELS = ('rack', 'row', 'power')
 DOMAIN_NAMES = ('a', 'b', 'c')
