@@ -264,19 +264,24 @@ class Domains(object):
         if not self.use_aggregates:
             return {}
         key = AGGREGATE_KEY_PREFIX + level
-        named = collections.defaultdict(set)
+        declared = {}
+        placed = []
         for aggregate in self.aggregates:
             domain = aggregate.metadata.get(key)
             if domain is not None:
-                for host in aggregate.hosts or ():
+                hosts = aggregate.hosts or ()
+                declared.update(dict.fromkeys(hosts, domain))
+                placed.append((domain, hosts))
+        if sum(len(hosts) for _domain, hosts in placed) > len(declared):
+            # a host in two aggregates: in no domain if they disagree
+            named = collections.defaultdict(set)
+            for domain, hosts in placed:
+                for host in hosts:
                     named[host].add(domain)
-        declared = {}
-        for host, domains in named.items():
-            if len(domains) == 1:
-                declared[host] = next(iter(domains))
-            else:
-                declared[host] = NO_DOMAIN
-                _warn_conflict(host, key, sorted(domains), level)
+            for host, domains in named.items():
+                if len(domains) > 1:
+                    declared[host] = NO_DOMAIN
+                    _warn_conflict(host, key, sorted(domains), level)
         return declared
 
     def _from_traits(self, provider, level):
@@ -472,9 +477,11 @@ class Judgement(object):
         domains = request.domains()
         # {host state: its domain at each constraint's level}, shared by
         # every judgement of the request at the same levels
+        candidates = request.candidates
         self.signature = request.signatures(
             tuple(c.level for c in self.constraints),
-            itertools.chain(request.candidates or (), hosts))
+            hosts if candidates is None or candidates is hosts
+            else itertools.chain(candidates, hosts))
         members = request.members()
         placed = collections.Counter(request.placed())
         self.members = [per_domain(members, domains, c.level)
@@ -483,7 +490,8 @@ class Judgement(object):
                        for c in self.constraints]
         # the request's candidates with a domain at every level, each
         # distinct signature once (the hosts of a rack share theirs)
-        located = {self.signature[h] for h in request.candidates or hosts}
+        located = set(map(self.signature.__getitem__,
+                          request.candidates or hosts))
         located = {sig for sig in located if NO_DOMAIN not in sig}
         self.eligible = []
         for index, members_there in enumerate(self.members):
@@ -494,11 +502,12 @@ class Judgement(object):
         # the domains the server may go to (the hosts handed now, with a
         # domain at every level), and those the request's later servers
         # may go to: the same hosts, if every other filter passed them
-        asked = {self.signature[h] for h in hosts}
-        if request.candidates is not None:
-            candidates = set(request.candidates)
-            hosts = [h for h in hosts if h in candidates]
-        fillable = {self.signature[h] for h in hosts}
+        asked = set(map(self.signature.__getitem__, hosts))
+        if candidates is None or candidates is hosts:
+            fillable = set(asked)
+        else:
+            fillable = set(map(self.signature.__getitem__, itertools.compress(
+                hosts, map(request.candidate_set().__contains__, hosts))))
         asked = {sig for sig in asked if NO_DOMAIN not in sig}
         fillable = {sig for sig in fillable if NO_DOMAIN not in sig}
         self.fillable = [frozenset(signature[index] for signature in fillable)

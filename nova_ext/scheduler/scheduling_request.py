@@ -90,6 +90,7 @@ class SchedulingRequest(object):
         self._members = None
         # {levels: {host state: its domains at those levels}}
         self._signatures = {}
+        self._candidate_set = None
 
     def spread(self, default_level=None):
         """The request's :class:`failure_domains.Spread`, or None; raises
@@ -123,8 +124,12 @@ class SchedulingRequest(object):
         the filter and the weighers alike.
         """
         known = self._signatures.setdefault(levels, {})
-        new = [host_state for host_state in host_states
-               if host_state not in known]
+        if known:
+            # the hosts not placed yet, found by set operations in C: the
+            # weighers ask again for the hosts the filter placed
+            new = list(dict.fromkeys(host_states).keys() - known.keys())
+        else:
+            new = list(host_states)
         if new:
             names = list(map(_HOST_NAME, new))
             domains = self.domains()
@@ -133,6 +138,12 @@ class SchedulingRequest(object):
                 list(map(domains.at(level).__getitem__, names))
                 for level in levels])))
         return known
+
+    def candidate_set(self):
+        """:attr:`candidates` as a set (host states hash by identity)."""
+        if self._candidate_set is None:
+            self._candidate_set = frozenset(self.candidates)
+        return self._candidate_set
 
     def members(self):
         """{host: members of the group there}, the servers of this request

@@ -75,14 +75,13 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
             request.candidates = self._candidates(request, hosts, spec_obj)
         judgement = failure_domains.Judgement(request, spread.hard, hosts,
                                               together=True)
-        passed = []
-        refused = []
-        for host_state in hosts:
-            refusal = judgement.refusal(host_state)
-            if refusal is None:
-                passed.append(host_state)
-            else:
-                refused.append((host_state, refusal))
+        refusals = list(map(judgement.refusal, hosts))
+        passed = [host for host, refusal in zip(hosts, refusals)
+                  if refusal is None]
+        refused = [(host, refusal) for host, refusal in zip(hosts, refusals)
+                   if refusal is not None]
+        if refused and LOG.isEnabledFor(logging.DEBUG):
+            for host_state, refusal in refused:
                 LOG.debug("%s: host %s refused: %s", NAME, host_state.host,
                           describe(judgement, refusal))
         if hosts and not passed:

@@ -76,17 +76,15 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
             return [0.0] * len(host_states)
         everything, soft, without_domain, violation = state
         # the hosts of a domain share their penalty: one reckoning per
-        # signature
+        # signature, then a look-up per host (in C)
+        signatures = list(map(everything.signature.__getitem__,
+                              host_states))
+        first_host = dict(zip(signatures, host_states))
         penalties = {}
-        weights = []
-        for host_state in host_states:
-            signature = everything.signature[host_state]
-            penalty = penalties.get(signature)
-            if penalty is None:
-                crowding = everything.crowding(host_state)
-                penalty = without_domain if crowding is None else crowding
-                if soft is not None:
-                    penalty += violation * soft.broken(host_state)
-                penalties[signature] = penalty
-            weights.append(-penalty)
-        return weights
+        for signature, host_state in first_host.items():
+            crowding = everything.crowding(host_state)
+            penalty = without_domain if crowding is None else crowding
+            if soft is not None:
+                penalty += violation * soft.broken(host_state)
+            penalties[signature] = -penalty
+        return list(map(penalties.__getitem__, signatures))
