@@ -4,6 +4,7 @@ fails or stalls, and that its in-process locks do not pile up (the lock
 itself on MariaDB and Redis: tests/system).
 """
 
+import collections
 import os
 import threading
 import time
@@ -378,3 +379,79 @@ class StalledBackendRequestTest(test.NoDBTestCase):
         self.assertEqual(0, len(backend.local_locks))
         lock.answer.set()
         self.assertTrue(lock.released.wait(10))
+
+
+class LostLock(StalledLock):
+    """Granted at once; its release finds the backend connection gone (a
+    killed MariaDB connection: the server dropped the lock meanwhile).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.answer.set()
+
+    def release(self):
+        raise RuntimeError('(2013, Lost connection to MySQL server)')
+
+
+class LostLockTest(test.NoDBTestCase):
+    """Given the backend lost the group's lock while a request held it,
+    when the request ends, then placement is counted again: the request's
+    servers are kept only if every hard constraint still holds.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.backend = FakeBackend(LostLock())
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.scheduler.spread_scheduling._coordination',
+            self.backend))
+        self.spec = objects.RequestSpec(
+            scheduler_hints={'nova_ext:spread_constraints': ['rack:max=1']},
+            flavor=objects.Flavor(extra_specs={}),
+            instance_group=objects.InstanceGroup(
+                uuid=uuids.group, name='web', policy='anti-affinity',
+                hosts=[], members=[uuids.other, uuids.server]),
+            instance_uuid=uuids.server)
+        self.view = types.SimpleNamespace(
+            enabled_filters=[], aggs_by_id={1: objects.Aggregate(
+                id=1, hosts=['h1', 'h2'], metadata={
+                    'nova_ext:failure_domain:rack': 'r1'})})
+        self.deleted = []
+        client = types.SimpleNamespace(
+            delete_allocation_for_instance=lambda ctxt, uuid, force:
+                self.deleted.append(uuid),
+            get_allocs_for_consumer=lambda ctxt, uuid: {})
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.client.report.report_client_singleton',
+            lambda: client))
+        self.counts = []
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.scheduler.spread_scheduling.members_per_host',
+            lambda ctxt, group, not_counted: (self.counts.pop(0), 1)))
+
+    def schedule(self):
+        selection = types.SimpleNamespace(service_host='h1')
+        with scheduling_request.opened(self.spec, [uuids.server], self.view):
+            return spread_scheduling._schedule_under_lock(
+                None, self.spec, [uuids.server], lambda: [[selection]])
+
+    def test_another_member_placed_meanwhile_undoes_the_request(self):
+        # counted empty inside the lock; after it, another scheduler's
+        # member is in r1 too
+        self.counts = [collections.Counter(),
+                       collections.Counter(h1=1, h2=1)]
+        error = self.assertRaises(exception.NoValidHost, self.schedule)
+        self.assertIn('spread lock of server group web', str(error))
+        self.assertIn('rack:max=1 (rack r1: 2)', str(error))
+        self.assertEqual([uuids.server], self.deleted)
+        # the lost lock object is not reused: the group gets a fresh one
+        self.assertEqual({}, dict(self.backend._backend_locks))
+
+    def test_nothing_placed_meanwhile_keeps_the_request(self):
+        self.counts = [collections.Counter(), collections.Counter(h1=1)]
+        self.assertEqual([['h1']], [[s.service_host for s in per_server]
+                                    for per_server in self.schedule()])
+        self.assertEqual([], self.deleted)
+        self.assertIn('placement, counted again, shows every constraint held',
+                      self.stdlog.logger.output)
