@@ -21,7 +21,8 @@ from nova.tests.functional import test_servers as upstream
 from nova_ext.sandbox import cloud
 from tests.functional import test_upstream_server_group
 
-UPSTREAM_TEST = 'test_create_server_fails_as_placement_reports_consumer_conflict'
+UPSTREAM_TEST = ('test_create_server_fails_as_placement_reports_'
+                 'consumer_conflict')
 
 
 class ConsumerGenerationConflictTest(
