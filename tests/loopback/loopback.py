@@ -76,11 +76,11 @@ PASSWORD = 'loopback'
 # compute makes upstream tempest's cold migration fail whenever the
 # scheduler picks that cell
 CELLS = (('cell1', ('cmp1', 'cmp2')), ('cell2', ('cmp3', 'cmp4')))
+COMPUTES = tuple(host for _, hosts in CELLS for host in hosts)
+CELL_OF = {host: cell for cell, hosts in CELLS for host in hosts}
 # a nova-ext module's log line at WARNING or above (oslo.log's format)
 NOVA_EXT_PROBLEM = re.compile(
     r'^\S+ \S+ \d+ (WARNING|ERROR|CRITICAL) nova_ext[.\s]')
-COMPUTES = tuple(host for _, hosts in CELLS for host in hosts)
-CELL_OF = {host: cell for cell, hosts in CELLS for host in hosts}
 # racks span the cells: a failure domain is where the hardware is, a cell
 # is how Nova's databases and queues are split
 RACKS = (('r1', ('cmp1', 'cmp3')), ('r2', ('cmp2', 'cmp4')))
