@@ -7,7 +7,11 @@
 #
 #   ./run-tests.sh                 everything (what CI runs)
 #   ./run-tests.sh unit            one tier: lint, genconfig, releasenotes,
-#                                  unit, functional, system, bench, loopback
+#                                  docs, unit, functional, system, bench,
+#                                  loopback
+#   ./run-tests.sh docs            doc/ and releasenotes/ built with Sphinx,
+#                                  warnings as errors (tox -e docs and
+#                                  tox -e releasenotes build the same)
 #   ./run-tests.sh bench           smoke-runs every benchmark and figure
 #                                  script of tools/ at a tiny size (each
 #                                  must exit 0 and print its table), so
@@ -35,6 +39,21 @@ run_lint() {
 run_genconfig() {
     echo "== etc/nova-ext.conf.sample is what oslo-config-generator writes"
     tools/check-sample-config.sh
+}
+
+# The documentation and the release notes, each built whole (-E: a
+# fresh environment, so a warning of an unchanged page is not skipped)
+# with warnings as errors; nothing is downloaded. ~10 s.
+run_docs() {
+    echo "== docs: benchmark tables match doc/source/results/*.json"
+    python tools/render_results.py --check
+    local book out
+    for book in doc releasenotes; do
+        echo "== docs: sphinx-build -W $book/source"
+        out=$(sphinx-build -E -W --keep-going -q -b html \
+              "$book/source" "$book/build/html" 2>&1) \
+            || { echo "$out"; return 1; }
+    done
 }
 
 run_releasenotes() {
@@ -76,10 +95,14 @@ run_stestr() {
 }
 
 # One tools/ script at a tiny size: it must exit 0 and print the line
-# of its table named by $1 (its header).
+# of its table named by $1 (its header); with --json (most scripts) the
+# file it writes must hold its figures and the run's "measured" block.
 bench_one() {
-    local table=$1 out rc
+    local table=$1 out rc json=""
     shift
+    if [[ " $* " == *" --json "* ]]; then
+        json=$(sed -n 's/.* --json \([^ ]*\).*/\1/p' <<<" $* ")
+    fi
     echo "-- bench: $*"
     set +e
     out=$(PYTHONWARNINGS=ignore timeout 600 python "$@" 2>&1)
@@ -90,37 +113,63 @@ bench_one() {
         echo "FAILED (exit $rc; table header '$table' expected): $*" >&2
         return 1
     fi
+    if [ -n "$json" ] && ! python -c '
+import json, sys
+document = json.load(open(sys.argv[1]))
+assert document["measured"]["command"].startswith("python tools/"), document
+assert len(document) > 1, "no figures besides measured"
+' "$json"; then
+        echo "FAILED (--json $json: no figures or no measured block): $*" >&2
+        return 1
+    fi
     grep -A4 -- "$table" <<<"$out"
 }
 
 run_bench() {
     echo "== bench: every benchmark and figure script, tiny sizes"
-    local failed=0
+    local failed=0 out
+    out=$(mktemp -d)
     bench_one 'upstream ms/req' tools/benchmark_scheduler.py \
-        --hosts 40 --rounds 1 --requests 2 || failed=1
+        --hosts 40 --rounds 1 --requests 2 --json "$out/s.json" || failed=1
     bench_one 'upstream ms/req' tools/benchmark_scheduler.py \
         --hosts 40 --max-placement-results 20 --no-group --rounds 1 \
         --requests 2 || failed=1
     bench_one 'p50 ms' tools/scheduler_curve.py --hosts 40 --cap 20 \
-        --rounds 1 --requests 2 --png "$(mktemp -d)/curve.png" || failed=1
+        --rounds 1 --requests 2 --png "$out/curve.png" \
+        --json "$out/curve.json" || failed=1
     bench_one 'median ms' tools/benchmark_request_filters.py \
-        --hosts 10 --requests 2 || failed=1
+        --hosts 10 --requests 2 --json "$out/rf.json" || failed=1
     bench_one 'cpu p50 ms' tools/benchmark_placement.py \
-        --providers 40 --rounds 2 || failed=1
+        --providers 40 --rounds 2 --json "$out/p.json" || failed=1
     bench_one 'median ms' tools/benchmark_request_filters.py \
         --scenario failure_domain --hosts 8 --rack-size 2 --requests 2 \
-        || failed=1
+        --json "$out/fd.json" || failed=1
     bench_one 'per_flavor ms' tools/benchmark_quota.py \
-        --sizes 10 --repeat 2 || failed=1
+        --sizes 10 --repeat 2 --json "$out/q.json" || failed=1
     bench_one 'x upstream' tools/benchmark_spread_lock.py \
-        --requests 2 --threads 2 || failed=1
+        --requests 2 --threads 2 --json "$out/l.json" || failed=1
     bench_one 'extra ms' tools/benchmark_spread_constraints.py \
-        --hosts 40 --requests 2 --rounds 1 || failed=1
+        --hosts 40 --requests 2 --rounds 1 --json "$out/c.json" || failed=1
     bench_one 'mean over seeds' tools/simulator_figures.py \
         --cluster tests/bench/cluster-tiny.yaml --seeds 1 \
-        --configs nova-defaults nova-ext-bin-packing || failed=1
+        --configs nova-defaults nova-ext-bin-packing \
+        --json "$out/sim.json" || failed=1
     bench_one '% of bound per seed' tools/packing_replay.py \
         --cluster tests/bench/cluster-tiny.yaml --seeds 1 || failed=1
+    # the benchmark page's tables render from what the scripts wrote
+    echo "-- bench: tools/render_results.py on these runs' --json files"
+    mkdir "$out/results"
+    local from to from_to
+    for from_to in s:scheduler-spread-40 curve:scheduler-curve p:placement \
+            q:quota-tiny l:spread-lock c:spread-constraints sim:packing-tiny; do
+        from=${from_to%%:*} to=${from_to#*:}
+        if [ -f "$out/$from.json" ]; then
+            cp "$out/$from.json" "$out/results/$to.json"
+        fi
+    done
+    python tools/render_results.py --results "$out/results" >/dev/null \
+        || { echo "FAILED: tools/render_results.py" >&2; failed=1; }
+    rm -rf "$out"
     return "$failed"
 }
 
@@ -138,6 +187,7 @@ case "$tier" in
     lint) run_lint ;;
     genconfig) run_genconfig ;;
     releasenotes) run_releasenotes ;;
+    docs) run_docs ;;
     unit) run_stestr "${1:-tests.unit}" "${@:2}" ;;
     functional) run_stestr "${1:-tests.functional}" "${@:2}" ;;
     system) run_stestr "${1:-tests.system}" "${@:2}" ;;
@@ -155,6 +205,7 @@ case "$tier" in
         run_lint
         run_genconfig
         run_releasenotes
+        run_docs
         run_stestr tests
         if [ "${NOVA_EXT_NOVA_RELEASE:-2026.2}" != 2026.2 ]; then
             run_bench
@@ -185,6 +236,6 @@ case "$tier" in
         cat "$loopback_log"
         exit "$rc"
         ;;
-    *) echo "unknown tier: $tier (lint|genconfig|releasenotes|unit|functional|system|bench|loopback|all)" >&2
+    *) echo "unknown tier: $tier (lint|genconfig|releasenotes|docs|unit|functional|system|bench|loopback|all)" >&2
        exit 2 ;;
 esac

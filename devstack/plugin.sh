@@ -32,7 +32,15 @@ function nova_ext_feature_flags {
             NOVA_EXT_FLAGS+=(--set "nova_ext.bin_packing_weight_multiplier=$NOVA_EXT_BIN_PACKING_WEIGHT_MULTIPLIER")
         fi
     fi
-    [[ "$NOVA_EXT_ENABLE_REQUEST_FILTERS" == "True" ]] && NOVA_EXT_FLAGS+=(--request-filters)
+    # Request filters run in nova-scheduler, activated there by the engine
+    # plugin (?plugin=nova_ext) that "configure --request-filters" puts on
+    # its [api_database] connection, whatever the filters and weighers
+    # toggles say. A node without n-sched gets none; tempest's flags follow
+    # the toggle: they describe the cloud's scheduler, wherever it runs.
+    if [[ "$NOVA_EXT_ENABLE_REQUEST_FILTERS" == "True" ]] && \
+            { [[ "$target" == "tempest" ]] || is_service_enabled n-sched; }; then
+        NOVA_EXT_FLAGS+=(--request-filters)
+    fi
     [[ "$NOVA_EXT_ENABLE_QUOTA" == "True" ]] && NOVA_EXT_FLAGS+=(--quota)
     if nova_ext_libvirt_driver_here; then
         if [[ "$target" == "nova" ]]; then
@@ -64,22 +72,40 @@ function nova_ext_pip_install {
     fi
 }
 
+# Whether lib/tempest installs nova-ext's tempest plugin into tempest's
+# venv itself: TEMPEST_PLUGINS names this checkout.
+function nova_ext_in_tempest_plugins {
+    [[ " ${TEMPEST_PLUGINS:-} " == *" $NOVA_EXT_DIR "* ]]
+}
+
 function install_nova_ext {
     # OFFLINE=True: DevStack installs nothing (pip_install returns at
-    # once); nova-ext must already be in Nova's environment.
+    # once); nova-ext must already be in Nova's environment, which
+    # stack.sh keeps (it does not rebuild Nova's environment).
     if [[ "$(trueorfalse False OFFLINE)" != "True" ]]; then
         install_nova_ext_packages
     fi
     if [[ ! -x "$NOVA_BIN_DIR/nova-ext-manage" ]]; then
         die $LINENO "nova-ext is not installed in Nova's environment ($NOVA_BIN_DIR has no nova-ext-manage): with OFFLINE=True install it beforehand (pip install -e $NOVA_EXT_DIR with that environment's pip) or stack with OFFLINE=False"
     fi
+    # Tempest's venv is another matter: lib/tempest's install_tempest
+    # rebuilds it (tox -r) on every stack.sh, OFFLINE or not, so nothing
+    # installed there beforehand survives. Offline, the one way in is
+    # TEMPEST_PLUGINS, which lib/tempest installs after the rebuild; say so
+    # now rather than after the whole stack.
+    if [[ "$(trueorfalse False OFFLINE)" == "True" ]] && \
+            is_service_enabled tempest && ! nova_ext_in_tempest_plugins; then
+        die $LINENO "OFFLINE=True with tempest: add nova-ext to TEMPEST_PLUGINS in local.conf (TEMPEST_PLUGINS=\"--no-deps $NOVA_EXT_DIR\"); lib/tempest rebuilds tempest's venv on every stack.sh"
+    fi
 }
 
 function install_nova_ext_packages {
-    # setup_develop would let pip resolve nova-ext's "nova==34.0.0" against
-    # the editable Nova in $NOVA_DIR, whose version carries git suffixes
-    # (34.0.1.devN), and replace it with the PyPI release. So: nova-ext
-    # editable without dependencies, then its dependencies other than Nova.
+    # setup_develop would let pip resolve nova-ext's Nova requirement
+    # (requirements.txt: a range of supported releases) against the
+    # editable Nova in $NOVA_DIR, whose version carries git suffixes
+    # (35.0.0.devN on master) and may fall outside it, and replace it with
+    # a release from PyPI. So: nova-ext's dependencies other than Nova,
+    # then nova-ext editable without dependencies.
     local reqs
     reqs=$(mktemp)
     grep -vE '^[[:space:]]*nova([^a-zA-Z0-9_.-]|$)' "$NOVA_EXT_DIR/requirements.txt" > "$reqs"
@@ -131,9 +157,12 @@ function configure_nova_ext {
     fi
 }
 
-# Services run now. A quota driver that did not activate everywhere is a
-# configuration problem worth reading in the stack log, not a reason to
-# fail the whole stack: processes may still be starting.
+# Services run now. Each check runs where what it reads is: the quota
+# check and the upgrade check read Nova's databases, named only in the
+# nova.conf of nodes running nova-api, nova-conductor or nova-scheduler
+# (lib/nova writes no database URL on a compute-only node); the driver
+# check reads the compute's own file. A problem found is a warning in the
+# stack log, not a failed stack: processes may still be starting.
 function check_nova_ext {
     if [[ "$NOVA_EXT_ENABLE_QUOTA" == "True" ]] && is_service_enabled n-api; then
         # "|| warn" would stop stack.sh: warn returns the failed status.
@@ -143,8 +172,15 @@ function check_nova_ext {
     fi
     # The upgrade check (doc/source/upgrades.rst): release, Nova internals,
     # driver shim, nova-ext's tables, quota activation, aggregate metadata.
-    if ! "$NOVA_BIN_DIR/nova-ext-status" --config-file "$NOVA_CONF" upgrade check; then
-        warn $LINENO "nova-ext: nova-ext-status upgrade check found a problem (table above)"
+    if is_service_enabled n-api n-cond n-sched; then
+        if ! "$NOVA_BIN_DIR/nova-ext-status" --config-file "$NOVA_CONF" upgrade check; then
+            warn $LINENO "nova-ext: nova-ext-status upgrade check found a problem (table above)"
+        fi
+    fi
+    if nova_ext_libvirt_driver_here; then
+        if ! nova_ext_manage --config-file "${NOVA_CPU_CONF:-$NOVA_CONF}" driver check; then
+            warn $LINENO "nova-ext: nova-ext-manage driver check found a problem (above)"
+        fi
     fi
     return 0
 }
@@ -156,16 +192,14 @@ function check_nova_ext {
 # -- the plugin needs only tempest.
 function install_nova_ext_tempest_plugin {
     local venv=${TEMPEST_VENV:-$TEMPEST_DIR/.tox/tempest}
-    if [[ " ${TEMPEST_PLUGINS:-} " == *" $NOVA_EXT_DIR "* ]]; then
-        return 0
-    fi
-    if [[ "$(trueorfalse False OFFLINE)" != "True" ]]; then
+    # Offline, install_nova_ext made sure TEMPEST_PLUGINS names nova-ext.
+    if ! nova_ext_in_tempest_plugins; then
         [[ -x "$venv/bin/pip" ]] || die $LINENO "no tempest virtualenv at $venv (set TEMPEST_VENV)"
         "$venv/bin/pip" install --no-deps -e "$NOVA_EXT_DIR" \
             || die $LINENO "installing nova-ext's tempest plugin into $venv failed"
     fi
     if ! "$venv/bin/python" -c 'import nova_ext.tempest.plugin' 2>/dev/null; then
-        die $LINENO "nova-ext's tempest plugin is not in tempest's environment $venv: add $NOVA_EXT_DIR to TEMPEST_PLUGINS, or with OFFLINE=True install it there beforehand"
+        die $LINENO "nova-ext's tempest plugin is not in tempest's environment $venv: add it to TEMPEST_PLUGINS in local.conf (TEMPEST_PLUGINS=\"--no-deps $NOVA_EXT_DIR\")"
     fi
 }
 

@@ -145,23 +145,35 @@ def activation_states(conf, expected_driver):
     """Every Nova API and conductor service, and every recorded activation:
     (binary, host, recorded driver or None, when or None, agrees).
 
-    With a superconductor (a nova-conductor registered in cell0, as in
-    DevStack's and the docs' multi-cell layout) the conductors of the other
-    cells check no quota and cannot reach the API database: one that
-    recorded nothing agrees, its ``when`` is :data:`CELL_CONDUCTOR`. In a
-    single-conductor deployment (no conductor in cell0) that conductor is
-    the one nova-api casts to, and must agree.
+    The one place that decides which processes must activate nova-ext: the
+    log line a process writes at start (:func:`record_and_compare`),
+    ``nova-ext-manage quota check`` and ``nova-ext-status upgrade check``
+    all read it.
+
+    With a superconductor (DevStack's and the docs' multi-cell layout) the
+    conductors of the cells check no quota and cannot reach the API
+    database: one that recorded nothing agrees, its ``when`` is
+    :data:`CELL_CONDUCTOR`. In a single-conductor deployment that conductor
+    is the one nova-api casts to, and must agree. A superconductor is known
+    by a nova-conductor registered in cell0, or -- while it starts, before
+    its service record exists -- by its own recorded activation: a
+    nova-conductor that reached the API database and is registered as no
+    cell's conductor.
     """
     from nova_ext.quota import db
     recorded = {(host, binary): (driver, when) for host, binary, _pid,
                 driver, when in db.list_activations(conf)
                 if binary in QUOTA_BINARIES}
     services = nova_services_by_cell(conf)
-    superconductor = any(binary == 'nova-conductor' and is_cell0
-                         for _host, binary, is_cell0 in services)
-    cell_conductors = {(host, binary) for host, binary, is_cell0 in services
-                       if superconductor and binary == 'nova-conductor' and
-                       not is_cell0}
+    in_cells = {host for host, binary, is_cell0 in services
+                if binary == 'nova-conductor' and not is_cell0}
+    superconductor = any(
+        binary == 'nova-conductor' and is_cell0
+        for _host, binary, is_cell0 in services) or any(
+        binary == 'nova-conductor' and host not in in_cells
+        for host, binary in recorded)
+    cell_conductors = {(host, 'nova-conductor') for host in in_cells
+                       if superconductor}
     states = []
     for host, binary in sorted({(host, binary) for host, binary, _ in
                                 services} | set(recorded)):

@@ -76,8 +76,8 @@ class Model:
         """
         raise NotImplementedError
 
-    def ensure_trait(self, trait):
-        """Make sure placement knows ``trait`` (placement ``PUT /traits``;
+    def trait_exists(self, trait):
+        """Whether placement knows ``trait`` (placement ``GET /traits``;
         the maintenance request filter).
         """
         raise NotImplementedError

@@ -87,6 +87,9 @@ import webob
 from placement import conf as placement_conf
 from placement import deploy
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_json  # noqa: E402  (a sibling script, not a package)
+
 MICROVERSION = '1.36'  # nova.scheduler.client.report.SAME_SUBTREE_VERSION
 NOVA_MAX_PLACEMENT_RESULTS = 1000
 DISABLED_TRAIT = 'COMPUTE_STATUS_DISABLED'
@@ -385,9 +388,9 @@ def run(args):
         print('wall time %.0f s, load average %s' % (
             time.monotonic() - started, ' '.join(load_average)))
         if args.json:
-            with open(args.json, 'w') as out:
-                json.dump({'load_average': load_average,
-                           'results': results}, out, indent=2)
+            bench_json.write(args.json, {'load_average': load_average,
+                                         'rounds': args.rounds,
+                                         'results': results})
     finally:
         with admin.cursor() as cursor:
             cursor.execute('DROP DATABASE IF EXISTS %s' % database)

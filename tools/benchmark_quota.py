@@ -53,6 +53,9 @@ import time
 import uuid
 import warnings
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_json  # noqa: E402  (a sibling script, not a package)
+
 SIZES = (1000, 10000, 100000)
 PROJECT = 'bench-project'
 
@@ -68,6 +71,9 @@ def main(argv=None):
                         help='share of the N instances in the project '
                         'checked (default 1: all); the others belong to '
                         '100 other projects')
+    parser.add_argument('--json', metavar='FILE',
+                        help="also write the table as JSON to FILE ('-' "
+                        "for stdout)")
     args = parser.parse_args(argv)
     args.sizes = [size for sizes in args.sizes for size in sizes]
     warnings.simplefilter('ignore')
@@ -242,6 +248,7 @@ def measure(args, names):
                  'default caches SQL',
                  'unlimited flavor SQL', 'cached limits SQL', 'nova key',
                  'per_flavor key', 'load'))
+    results = []
     conf.set_override('quota_driver', 'per_flavor', group='nova_ext')
     # Once, as nova-api does at start (it records the activation).
     activation.activate_process(conf, binary='benchmark')
@@ -288,6 +295,19 @@ def measure(args, names):
                      # 1-minute load average: the machine may be shared.
                      '%.1f' % os.getloadavg()[0]),
               flush=True)
+        results.append({
+            'instances': size, 'nova_ms': nova_ms, 'per_flavor_ms': ext_ms,
+            'ratio': ext_ms / nova_ms, 'nova_sql': nova_sql,
+            'per_flavor_sql': ext_sql, 'nova_round_trips': nova_rt,
+            'per_flavor_round_trips': ext_rt,
+            'default_caches_sql': default_sql,
+            'unlimited_flavor_sql': unlimited_sql,
+            'cached_limits_sql': cached_sql, 'nova_key': keys[0],
+            'per_flavor_key': keys[1]})
+    if args.json:
+        bench_json.write(args.json, {'project_share': args.project_share,
+                                     'repeat': args.repeat,
+                                     'results': results})
     return 0
 
 

@@ -60,11 +60,15 @@ median of the pre-filter alone, called R times on the same request spec.
 import argparse
 import cProfile
 import logging
+import os
 import pstats
 import statistics
 import sys
 import time
 import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_json  # noqa: E402  (a sibling script, not a package)
 
 N_DEFAULT = 2000
 
@@ -438,12 +442,37 @@ def main_failure_domain(args):
             '-' if r['pre_filter_ms'] is None
             else '%.1f ms' % r['pre_filter_ms'], r['failed'],
             '%.0f' % r['setup_s']))
+    write_json(args, results, baseline)
     print('candidates: hosts placement returned to the first request; '
           'reachable: eligible hosts (racks with room) among them; '
           'placement cap: [placement] max_allocation_candidates = %d; run '
           'took %.0f s' % (max(1, args.hosts // 2),
                            time.perf_counter() - started))
     return 0
+
+
+def write_json(args, results, baseline):
+    """``--json``: the table's figures, one row per configuration."""
+    if not args.json:
+        return
+    rows = []
+    for name, r in results.items():
+        times = sorted(r['times'])
+        row = {'configuration': name,
+               'median_ms': statistics.median(times),
+               'p90_ms': times[int(0.9 * (len(times) - 1))],
+               'ratio': statistics.median(times) / baseline,
+               'reachable': r['reachable'], 'eligible': r['eligible'],
+               'setup_s': r['setup_s']}
+        for key in ('candidates', 'pre_filter_ms', 'failed',
+                    'all_chosen_eligible'):
+            if key in r:
+                row[key] = r[key]
+        rows.append(row)
+    bench_json.write(args.json, {
+        'scenario': args.scenario, 'hosts': args.hosts,
+        'requests': args.requests, 'debug_logging': args.debug_logging,
+        'results': rows})
 
 
 def main(argv=None):
@@ -465,6 +494,9 @@ def main(argv=None):
     parser.add_argument('--debug-logging', action='store_true',
                         help="keep Nova's test fixture formatting every "
                         'DEBUG message (as with debug = True)')
+    parser.add_argument('--json', metavar='FILE',
+                        help="also write the table as JSON to FILE ('-' "
+                        "for stdout)")
     args = parser.parse_args(argv)
     warnings.simplefilter('ignore')
     if args.scenario == 'failure_domain':
@@ -495,6 +527,7 @@ def main(argv=None):
             '%.0f' % r['setup_s']))
         if not r['all_chosen_eligible']:
             print('  !! %s chose a host outside the aggregate' % name)
+    write_json(args, results, baseline)
     print('reachable: eligible hosts among the providers placement returns '
           'to the scheduler; run took %.0f s'
           % (time.perf_counter() - started))

@@ -175,7 +175,6 @@ import contextlib
 import cProfile
 import fractions
 import gc
-import json
 import logging
 import math
 import os
@@ -202,6 +201,9 @@ from nova.scheduler import weights as scheduler_weights
 from nova_ext.scheduler import scheduling_request
 from nova_ext.scheduler.weights import image_locality
 from nova_ext.simulator import fleet
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_json  # noqa: E402  (a sibling script, not a package)
 
 CONF = nova.conf.CONF
 
@@ -1152,18 +1154,10 @@ def run(args, configs, filter_handler, weight_handler, api_database):
 
 
 def write_json(path, document):
-    """``document`` to standard output (``-``) or to ``path``, written
-    whole or not at all (a temporary file renamed into place).
+    """``document`` and its ``measured`` block (tools/bench_json.py) to
+    standard output (``-``) or to ``path``, written whole or not at all.
     """
-    if path == '-':
-        json.dump(document, sys.stdout, indent=2, sort_keys=True)
-        print('')
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    with tempfile.NamedTemporaryFile('w', dir=directory, delete=False,
-                                     suffix='.tmp') as out:
-        json.dump(document, out, indent=2, sort_keys=True)
-    os.replace(out.name, path)
+    bench_json.write(path, document)
 
 
 if __name__ == '__main__':

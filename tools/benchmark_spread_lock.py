@@ -46,6 +46,7 @@ adds to a request.
 
 import argparse
 import math
+import os
 import shutil
 import socket
 import statistics
@@ -60,6 +61,9 @@ import warnings
 from oslo_config import cfg
 
 from nova_ext.scheduler import spread_scheduling
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_json  # noqa: E402  (a sibling script, not a package)
 
 CONF = cfg.CONF
 WARMUPS = 2
@@ -159,6 +163,9 @@ def main(argv=None):
                         'scheduling it stands for)')
     parser.add_argument('--mysql-url', default='mysql://root@127.0.0.1:3306/')
     parser.add_argument('--redis-url', default='redis://127.0.0.1:6379')
+    parser.add_argument('--json', metavar='FILE',
+                        help="also write the table as JSON to FILE ('-' "
+                        "for stdout)")
     args = parser.parse_args(argv)
     warnings.simplefilter('ignore')
     CONF([], project='nova', default_config_files=[],
@@ -200,6 +207,7 @@ def main(argv=None):
     row = '%-11s %-9s %9s %9s %9s %11s %8s'
     print(row % ('load', 'backend', 'mean ms', 'p50 ms', 'p95 ms',
                  'x upstream', '+ms'))
+    rows = []
     for load in LOADS:
         baseline = statistics.mean(results['upstream', load])
         for name in backends:
@@ -212,6 +220,17 @@ def main(argv=None):
                 name, '%.2f' % mean, '%.2f' % statistics.median(times),
                 '%.2f' % times[math.ceil(0.95 * len(times)) - 1],
                 '%.2fx' % (mean / baseline), '%+.2f' % (mean - baseline)))
+            rows.append({
+                'load': load.replace('K groups', '%d groups' % args.threads),
+                'backend': name, 'mean_ms': mean,
+                'p50_ms': statistics.median(times),
+                'p95_ms': times[math.ceil(0.95 * len(times)) - 1],
+                'x_upstream': mean / baseline,
+                'extra_ms': mean - baseline})
+    if args.json:
+        bench_json.write(args.json, {
+            'requests': args.requests, 'threads': args.threads,
+            'hold_ms': args.hold_ms, 'results': rows})
     return 0
 
 

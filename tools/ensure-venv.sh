@@ -19,7 +19,8 @@ venv=${NOVA_EXT_VENV:-$default_venv}
 
 # Reinstall whenever the pins or the package metadata change.
 stamp=$(cat "$top/$constraints" "$top/requirements.txt" \
-        "$top/test-requirements.txt" "$top/setup.cfg" | sha256sum | cut -c1-16)
+        "$top/test-requirements.txt" "$top/doc/requirements.txt" \
+        "$top/setup.cfg" | sha256sum | cut -c1-16)
 if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.nova-ext-stamp" 2>/dev/null)" = "$stamp" ]; then
     echo "$venv"
     exit 0
@@ -47,7 +48,7 @@ rm -rf "$venv"
 log="$venv/install.log"
 if ! (cd "$top" && PBR_VERSION=${PBR_VERSION:-0.1.0} "$venv/bin/pip" install \
         -c "$constraints" -r requirements.txt -r test-requirements.txt \
-        -e ".[sandbox,simulator]" >"$log" 2>&1); then
+        -r doc/requirements.txt -e ".[sandbox,simulator]" >"$log" 2>&1); then
     tail -40 "$log" >&2
     echo "pip install failed; full log: $log" >&2
     exit 1

@@ -31,7 +31,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import benchmark_scheduler  # noqa: E402  (a sibling script, not a package)
+import bench_json  # noqa: E402  (sibling scripts, not a package)
+import benchmark_scheduler  # noqa: E402
 
 NOVA_DEFAULT_CAP = 1000
 K8S_NODES = 5000
@@ -122,9 +123,7 @@ def main(argv=None):
                     if name == 'nova-ext' else ''), flush=True)
     print('wall time %.0f s' % (time.monotonic() - start))
     if args.json:
-        with open(args.json + '.tmp', 'w') as out:
-            json.dump(points, out, indent=2, sort_keys=True)
-        os.replace(args.json + '.tmp', args.json)
+        bench_json.write(args.json, {'cap': args.cap, 'points': points})
     if args.png:
         plot(points, args.png, args.cap)
         print('plot: %s' % args.png)

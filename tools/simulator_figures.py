@@ -15,7 +15,6 @@ downloads, failure-domain violations, ms per request) and the wall time.
 
 import argparse
 from concurrent import futures
-import json
 import logging
 import os
 import statistics
@@ -24,6 +23,9 @@ import time
 
 from nova_ext.simulator import engine
 from nova_ext.simulator import model
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_json  # noqa: E402  (a sibling script, not a package)
 
 CONFIGS = ['nova-defaults', 'nova-packing', 'nova-ext-bin-packing',
            'nova-ext-image-locality', 'nova-ext-failure-domain',
@@ -89,9 +91,9 @@ def main(argv=None):
                       run['schedule_ms_mean']), flush=True)
     runs.sort(key=lambda r: (r['seed'], args.configs.index(r['config'])))
     if args.json:
-        with open(args.json + '.tmp', 'w') as out:
-            json.dump(runs, out, indent=1)
-        os.replace(args.json + '.tmp', args.json)
+        bench_json.write(args.json, {'cluster': args.cluster,
+                                     'workload': args.workload,
+                                     'runs': runs})
     print('\nmean over seeds %s:' % ' '.join(map(str, args.seeds)))
     for name in args.configs:
         mine = [r for r in runs if r['config'] == name]

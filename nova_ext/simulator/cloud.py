@@ -104,7 +104,6 @@ class SimulatedCloud(cache.Model):
         self.images = images
         self.domains = domains
         self.hosts_with_image = collections.defaultdict(set)
-        self.known_traits = set()
         member = collections.defaultdict(set)
         for aggregate in self.aggregates:
             for host in aggregate.hosts:
@@ -150,8 +149,10 @@ class SimulatedCloud(cache.Model):
     def hosts_running_image(self, image_id):
         return self.hosts_with_image[image_id]
 
-    def ensure_trait(self, trait):
-        self.known_traits.add(trait)
+    def trait_exists(self, trait):
+        # the model's placement filters by the hosts' traits and refuses
+        # no trait it has not seen
+        return True
 
     def domains_at_level(self, level):
         return self.domains.get(level, {})

@@ -65,6 +65,23 @@ class MaintenanceTest(PreFilterTestCase):
             self.assertEqual('host4', self.host_of(server))
         self.assertEqual([{'host4'}] * 3, self.hosts_seen_by_filters)
 
+    def test_no_trait_yet_forbids_nothing_and_creates_nothing(self):
+        # No host was ever put in maintenance: the trait does not exist,
+        # and scheduling neither needs it nor creates it.
+        trait_url = '/traits/CUSTOM_NOVA_EXT_MAINTENANCE'
+        servers = [self.boot('s%d' % i, self.flavor) for i in range(2)]
+        self.assertEqual(404, self.placement.get(
+            trait_url, version='1.6').status)
+        self.assertEqual([set(self.HOSTS)] * 2, self.hosts_seen_by_filters)
+        # The first "maintenance on" creates it, and the next request of
+        # the same scheduler already leaves that host out.
+        self.manage('host', 'maintenance', 'on', self.host_of(servers[1]))
+        self.assertEqual(204, self.placement.get(
+            trait_url, version='1.6').status)
+        self.boot('s2', self.flavor)
+        self.assertEqual(set(self.HOSTS) - {self.host_of(servers[1])},
+                         self.hosts_seen_by_filters[-1])
+
     def test_marking_survives_compute_periodic_updates(self):
         self.manage('host', 'maintenance', 'on', 'host2')
         self._run_periodics()

@@ -78,6 +78,9 @@ PASSWORD = 'loopback'
 CELLS = (('cell1', ('cmp1', 'cmp2')), ('cell2', ('cmp3', 'cmp4')))
 COMPUTES = tuple(host for _, hosts in CELLS for host in hosts)
 CELL_OF = {host: cell for cell, hosts in CELLS for host in hosts}
+# a nova-ext module's log line at WARNING or above (oslo.log's format)
+NOVA_EXT_PROBLEM = re.compile(
+    r'^\S+ \S+ \d+ (WARNING|ERROR|CRITICAL) nova_ext[.\s]')
 # racks span the cells: a failure domain is where the hardware is, a cell
 # is how Nova's databases and queues are split
 RACKS = (('r1', ('cmp1', 'cmp3')), ('r2', ('cmp2', 'cmp4')))
@@ -865,6 +868,21 @@ class LoopbackCloud(fixtures.Fixture):
             with open(os.path.join(logs, name), errors='replace') as f:
                 text.append('==> %s <==\n%s' % (name, f.read()[-tail:]))
         return '\n'.join(text)
+
+    def nova_ext_problems(self):
+        """Every line a nova-ext module logged at WARNING or above, in every
+        service's log so far (oslo.log's format: date, time, pid, level,
+        logger).
+        """
+        found = []
+        logs = os.path.join(self.dir, 'logs')
+        for name in sorted(os.listdir(logs)):
+            if not name.endswith('.log'):
+                continue
+            with open(os.path.join(logs, name), errors='replace') as f:
+                found += ['%s: %s' % (name, line.rstrip()) for line in f
+                          if NOVA_EXT_PROBLEM.match(line)]
+        return found
 
     def pss_mib(self):
         """PSS of every process this cloud started (their sessions)."""

@@ -164,7 +164,7 @@ class ForgetAllTest(test.NoDBTestCase):
         image_locality.hosts_by_image.get('img', compute)
         image_locality.hosts_by_image.get('img', compute)
         self.assertEqual(['img'], calls)
-        maintenance._traits_created.add('CUSTOM_NOVA_EXT_MAINTENANCE')
+        maintenance._traits_known['CUSTOM_NOVA_EXT_MAINTENANCE'] = True
         spread_scheduling._provider_names['rp'] = 'host1'
         coordination = spread_scheduling._coordination
 
@@ -174,7 +174,7 @@ class ForgetAllTest(test.NoDBTestCase):
         # Then each of them answers as a fresh process would
         image_locality.hosts_by_image.get('img', compute)
         self.assertEqual(['img', 'img'], calls)
-        self.assertEqual(set(), maintenance._traits_created)
+        self.assertEqual({}, dict(maintenance._traits_known))
         self.assertEqual({}, dict(spread_scheduling._provider_names))
         self.assertIsNot(coordination, spread_scheduling._coordination)
 

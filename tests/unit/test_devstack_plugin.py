@@ -315,12 +315,31 @@ class DevStackPluginTest(DevStackHarnessTestCase):
                              enabled, toggle)
             self.run_harness('clean')
 
+    def test_request_filters_without_filters_or_weighers(self):
+        # The engine plugin activates them in nova-scheduler: they need
+        # neither of the other two toggles, and tempest is told so.
+        off = {'NOVA_EXT_ENABLE_FILTERS': 'False',
+               'NOVA_EXT_ENABLE_WEIGHERS': 'False',
+               'NOVA_EXT_ENABLE_QUOTA': 'False',
+               'NOVA_EXT_ENABLE_LIBVIRT_DRIVER': 'False'}
+        self.stack_to_post_config(**off)
+        conf = read_ini(self.nova_conf)
+        self.assertEqual('maintenance,host_class,failure_domain',
+                         one(conf, 'nova_ext', 'request_filters'))
+        self.assertNotIn('weight_classes', conf['filter_scheduler'])
+        self.run_harness('devstack', 'configure_tempest', **off)
+        self.run_harness('stack', 'test-config', **off)
+        tempest = read_tempest_conf(self.tempest_conf)
+        self.assertEqual(['host_class', 'maintenance'], [
+            flag for flag in FLAGS
+            if tempest.nova_ext_feature_enabled[flag]])
+
     def test_install_into_a_system_python(self):
         # DevStack without its global venv runs pip as root.
         checkout = os.path.join(self.dir, 'checkout')
         os.makedirs(os.path.join(checkout, 'nova_ext.egg-info'))
         with open(os.path.join(checkout, 'requirements.txt'), 'w') as f:
-            f.write('pbr>=6.0.0\nnova==34.0.0\nnova-foo>=1\n')
+            f.write('pbr>=6.0.0\nnova>=33.0.0,<35\nnova-foo>=1\n')
         self.run_harness('stack', 'install', GLOBAL_VENV='False',
                          NOVA_EXT_DIR=checkout)
         self.assertEqual(['pip_install -r', '    pbr>=6.0.0',
@@ -386,6 +405,18 @@ class DevStackPluginTest(DevStackHarnessTestCase):
                          one(conf, 'nova_ext', 'failure_domain'))
         self.assertEqual([], self.nova_ext_tables())
         self.assertTrue(os.path.exists(self.shim))
+        # no request filters: no nova-scheduler here to run them
+        self.assertNotIn('request_filters', conf['nova_ext'])
+        # extra: no database here, so neither the quota check nor the
+        # upgrade check runs; the driver check reads nova-cpu.conf
+        self.run_harness('devstack', 'start_nova_compute',
+                         ENABLED_SERVICES='n-cpu')
+        result = self.run_harness('stack', 'extra', ENABLED_SERVICES='n-cpu')
+        self.assertNotIn('Upgrade Check Results', result.stdout)
+        self.assertNotIn('quota driver here', result.stdout)
+        self.assertIn('--config-file %s driver check' % self.cpu_conf,
+                      result.stderr)
+        self.assertEqual([], self.recorded('warn'))
         self.run_harness('clean')
         self.assertNotIn('nova_ext', read_ini(self.nova_conf))
 
@@ -434,14 +465,18 @@ class DevStackShapesTest(DevStackHarnessTestCase):
                       installs[-1])
 
     def test_offline_installs_nothing_and_needs_nova_ext_there(self):
-        # nova-ext already in Nova's environment: nothing to install
-        self.run_harness('stack', 'install', OFFLINE='True')
+        # nova-ext already in Nova's environment, and lib/tempest told to
+        # put it in tempest's: nothing to install
+        plugins = '--no-deps %s/opt/stack/nova-ext' % self.dir
+        self.run_harness('stack', 'install', OFFLINE='True',
+                         TEMPEST_PLUGINS=plugins)
         self.assertEqual([], self.recorded(''))
         # not there: one clear line, stack.sh stops
         empty_bin = os.path.join(self.dir, 'empty-bin')
         os.mkdir(empty_bin)
         result = self.run_harness('stack', 'install', ok=False,
-                                  OFFLINE='True', NOVA_BIN_DIR=empty_bin)
+                                  OFFLINE='True', NOVA_BIN_DIR=empty_bin,
+                                  TEMPEST_PLUGINS=plugins)
         self.assertNotEqual(0, result.returncode)
         self.assertIn('nova-ext is not installed in Nova\'s environment '
                       '(%s has no nova-ext-manage): with OFFLINE=True '
@@ -465,16 +500,32 @@ class DevStackShapesTest(DevStackHarnessTestCase):
             '/opt/stack/other-plugin %s/opt/stack/nova-ext' % self.dir))
         self.assertEqual([], self.recorded('tempest-venv'))
 
-    def test_offline_tempest_without_the_plugin_stops_clearly(self):
+    def test_offline_with_tempest_needs_tempest_plugins(self):
+        # lib/tempest rebuilds tempest's venv on every stack.sh: offline,
+        # TEMPEST_PLUGINS is the one way nova-ext gets there, and stack.sh
+        # says so at install, before the stack rather than after it.
+        result = self.run_harness('stack', 'install', ok=False,
+                                  OFFLINE='True')
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn('OFFLINE=True with tempest: add nova-ext to '
+                      'TEMPEST_PLUGINS in local.conf (TEMPEST_PLUGINS='
+                      '"--no-deps %s/opt/stack/nova-ext")' % self.dir,
+                      result.stderr)
+        # without tempest there is nothing to ask for
+        self.run_harness('stack', 'install', OFFLINE='True',
+                         ENABLED_SERVICES='n-api,n-cond,n-sched,n-cpu')
+        # with it, test-config leaves the install to lib/tempest and stops
+        # clearly if the plugin did not land in tempest's venv
         self.stack_to_post_config()
         self.run_harness('devstack', 'configure_tempest')
-        result = self.run_harness('stack', 'test-config', ok=False,
-                                  OFFLINE='True',
-                                  HARNESS_TEMPEST_PYTHON='/usr/bin/python3')
+        result = self.run_harness(
+            'stack', 'test-config', ok=False, OFFLINE='True',
+            TEMPEST_PLUGINS='--no-deps %s/opt/stack/nova-ext' % self.dir,
+            HARNESS_TEMPEST_PYTHON='/usr/bin/python3')
         self.assertNotEqual(0, result.returncode)
         self.assertIn("nova-ext's tempest plugin is not in tempest's "
-                      "environment %s/opt/stack/tempest/.tox/tempest"
-                      % self.dir, result.stderr)
+                      "environment %s/opt/stack/tempest/.tox/tempest: add "
+                      "it to TEMPEST_PLUGINS" % self.dir, result.stderr)
         self.assertEqual([], self.recorded('tempest-venv'))
 
     def test_cell_conductor_files_go_through_their_role(self):

@@ -95,3 +95,65 @@ class CheckMemoTest(test.NoDBTestCase):
         self.assertEqual([{'counted': 'first'}, {'counted': 'second'}],
                          seen)
         self.assertIsNone(quota.check_memo())
+
+
+class WhoMustActivateTest(test.NoDBTestCase):
+    """activation_states decides, for the start-up log line and the quota
+    check alike, which API and conductor services must have activated
+    nova-ext. Its inputs are Nova's service records (by cell) and
+    nova-ext's activation records, as the databases would return them.
+    """
+
+    def states(self, services, recorded):
+        self.stub_out('nova_ext.activation.nova_services_by_cell',
+                      lambda conf: sorted(services))
+        self.stub_out('nova_ext.quota.db.list_activations',
+                      lambda conf: [(host, binary, 1, driver, 'then')
+                                    for host, binary, driver in recorded])
+        states = activation.activation_states(None, 'per_flavor')
+        problems = activation.consistency_problems(None, 'per_flavor')
+        return {(binary, host): (when, agrees)
+                for binary, host, _driver, when, agrees in states}, problems
+
+    CELL_CONDUCTORS = [('cell1-conductor', 'nova-conductor', False),
+                       ('cell2-conductor', 'nova-conductor', False)]
+
+    def test_superconductor_registered_cell_conductors_need_nothing(self):
+        states, problems = self.states(
+            self.CELL_CONDUCTORS + [('super', 'nova-conductor', True)],
+            [('super', 'nova-conductor', 'per_flavor')])
+        self.assertEqual((activation.CELL_CONDUCTOR, True),
+                         states['nova-conductor', 'cell1-conductor'])
+        self.assertEqual([], problems)
+
+    def test_superconductor_starting_before_its_service_record(self):
+        # What a superconductor sees the moment it activates, on a cloud
+        # whose cell conductors registered first: its own activation
+        # record, no service record of its own yet.
+        states, problems = self.states(
+            self.CELL_CONDUCTORS,
+            [('super', 'nova-conductor', 'per_flavor')])
+        self.assertEqual((activation.CELL_CONDUCTOR, True),
+                         states['nova-conductor', 'cell2-conductor'])
+        self.assertEqual([], problems)
+
+    def test_single_conductor_must_activate(self):
+        states, problems = self.states(
+            [('cond', 'nova-conductor', False),
+             ('api', 'nova-osapi_compute', False)],
+            [('api', 'nova-osapi_compute', 'per_flavor')])
+        self.assertEqual((None, False), states['nova-conductor', 'cond'])
+        self.assertEqual(['nova-conductor on cond has not activated '
+                          'nova-ext (no ?plugin=nova_ext in its '
+                          '[api_database] connection, or not restarted)'],
+                         problems)
+
+    def test_single_conductor_that_activated_is_no_superconductor(self):
+        _states, problems = self.states(
+            [('cond', 'nova-conductor', False),
+             ('other', 'nova-conductor', False)],
+            [('cond', 'nova-conductor', 'per_flavor')])
+        self.assertEqual(['nova-conductor on other has not activated '
+                          'nova-ext (no ?plugin=nova_ext in its '
+                          '[api_database] connection, or not restarted)'],
+                         problems)

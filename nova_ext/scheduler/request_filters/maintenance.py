@@ -4,9 +4,12 @@
 Enable with ``[nova_ext] request_filters = maintenance``. A host is in
 maintenance when its compute node resource provider carries the trait
 ``[nova_ext] maintenance_trait`` (default ``CUSTOM_NOVA_EXT_MAINTENANCE``),
-set with ``nova-ext-manage host maintenance on HOST``; the pre-filter adds
-the trait to the request's forbidden traits. nova-compute keeps traits set
-through the placement API when it updates its provider.
+set with ``nova-ext-manage host maintenance on HOST``, which creates the
+trait in placement the first time; the pre-filter adds the trait to the
+request's forbidden traits. It never writes to placement: while the trait
+does not exist no host is in maintenance and it forbids nothing.
+nova-compute keeps traits set through the placement API when it updates its
+provider.
 
 Whoever policy ``nova_ext:ignore_maintenance`` allows (default: administrators,
 :mod:`nova_ext.policies`) can still create a server on such a host on purpose
@@ -17,6 +20,7 @@ create that carried it only: a later move of the server (migration, resize,
 evacuation, unshelve, a reschedule) never lands on a host in maintenance.
 """
 
+import cachetools
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import strutils
@@ -34,29 +38,42 @@ LOG = logging.getLogger(__name__)
 
 IGNORE_MAINTENANCE_HINT = 'nova_ext:ignore_maintenance'
 
-# Traits this process made sure exist: placement refuses (400) a query that
-# forbids an unknown trait, and no host carries it before the first
-# "nova-ext-manage host maintenance on".
-_traits_created = set()
-cache.register_reset(_traits_created.clear)
+# Placement refuses (400) a query that forbids a trait it does not know, and
+# the trait exists only once "nova-ext-manage host maintenance on" created
+# it. A scheduling request reads, never writes: it asks placement whether
+# the trait exists and, until it does, no host can be in maintenance, so
+# the filter forbids nothing. Only "it exists" is remembered, for
+# TRAIT_KNOWN_SECONDS (a custom trait is deleted by hand, if ever, and
+# placement refuses that while a provider carries it); "it does not" is
+# asked again at the next request, so the first "maintenance on" counts at
+# once. Per process, reset with the rest of nova-ext's memory.
+TRAIT_KNOWN_SECONDS = 300
+_traits_known = cachetools.TTLCache(maxsize=16, ttl=TRAIT_KNOWN_SECONDS)
+cache.register_reset(_traits_known.clear)
 
 
-def _ensure_trait_exists(trait):
+def _trait_exists(trait):
+    """Whether placement knows ``trait`` (``GET /traits/{name}``: 204 or
+    404). Anything else answers None: not known either way.
+    """
     model = cache.model()
     if model is not None:
-        # the model's placement; what this process made sure of in the
-        # cloud's stays as it was
-        model.ensure_trait(trait)
-        return
-    if trait in _traits_created:
-        return
-    resp = report.report_client_singleton().put(
-        '/traits/%s' % trait, None, version='1.6')
-    if resp.status_code not in (201, 204):
-        raise exception.RequestFilterFailed(
-            reason='placement refused to create trait %s: %s %s'
-            % (trait, resp.status_code, resp.text))
-    _traits_created.add(trait)
+        return model.trait_exists(trait)
+    if trait in _traits_known:
+        return True
+    try:
+        resp = report.report_client_singleton().get(
+            '/traits/%s' % trait, version='1.6')
+    except Exception as error:  # noqa: a failing lookup fails no request
+        resp, failure = None, error
+    else:
+        failure = '%s %s' % (resp.status_code, resp.text)
+    if resp is not None and resp.status_code == 204:
+        _traits_known[trait] = True
+        return True
+    if resp is not None and resp.status_code == 404:
+        return False
+    return failure
 
 
 def _is_the_create(ctxt, request_spec):
@@ -95,6 +112,15 @@ def exclude_hosts_in_maintenance(ctxt, request_spec):
                      IGNORE_MAINTENANCE_HINT)
             return False
     trait = CONF.nova_ext.maintenance_trait
-    _ensure_trait_exists(trait)
-    request_spec.root_forbidden.add(trait)
-    return True
+    exists = _trait_exists(trait)
+    if exists is True:
+        request_spec.root_forbidden.add(trait)
+        return True
+    if exists is not False:
+        LOG.warning("maintenance request filter: could not ask placement "
+                    "whether trait %s exists (%s); hosts in maintenance are "
+                    "not excluded from this request of instance %s",
+                    trait, exists, request_spec.instance_uuid)
+    # No such trait: no host is in maintenance (it is created by the first
+    # "nova-ext-manage host maintenance on"), nothing to forbid.
+    return False
