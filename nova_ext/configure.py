@@ -415,12 +415,38 @@ def _remove_from_list(ini, section, key, items, default):
         ini.set(section, key, ','.join(values))
 
 
+def _query_start(url):
+    """Index of the '?' where SQLAlchemy (oslo.db's parser) starts the
+    query of ``url``, or -1: a password may hold '?' and '@', a query
+    value '@'; the parser decides which '?' it is.
+    """
+    import sqlalchemy.engine
+
+    marks = [index for index, char in enumerate(url) if char == '?']
+    if not marks:
+        return -1
+    try:
+        whole = sqlalchemy.engine.make_url(url)
+    except Exception:  # noqa: not a database URL: after the credentials
+        return url.find('?', url.rfind('@') + 1)
+    key = (whole.username, whole.password, whole.host, whole.port,
+           whole.database)
+    for mark in marks:
+        try:
+            head = sqlalchemy.engine.make_url(url[:mark])
+        except Exception:  # noqa: cut inside the credentials
+            continue
+        if (head.username, head.password, head.host, head.port,
+                head.database) == key:
+            return mark
+    return -1
+
+
 def _with_engine_plugin(url, add):
     # The query is kept as written: re-encoding it would rewrite values
     # such as read_default_file=/etc/my.cnf. Not urlsplit/urlunsplit: they
-    # turn sqlite:////abs/path into sqlite://abs/path. The query starts at
-    # the first '?' after the credentials (a password may hold one).
-    start = url.find('?', url.rfind('@') + 1)
+    # turn sqlite:////abs/path into sqlite://abs/path.
+    start = _query_start(url)
     base, query = (url, '') if start < 0 else (url[:start], url[start + 1:])
     pairs = [pair for pair in query.split('&')
              if pair and pair != ENGINE_PLUGIN]
