@@ -42,6 +42,7 @@ from oslo_concurrency import lockutils
 from oslo_config import cfg
 from oslo_config import iniparser
 from oslo_config import types
+import sqlalchemy.engine
 
 from nova_ext import conf as ext_conf
 from nova_ext import errors
@@ -420,8 +421,6 @@ def _query_start(url):
     query of ``url``, or -1: a password may hold '?' and '@', a query
     value '@'; the parser decides which '?' it is.
     """
-    import sqlalchemy.engine
-
     marks = [index for index, char in enumerate(url) if char == '?']
     if not marks:
         return -1
@@ -465,6 +464,14 @@ def _set_engine_plugin(ini, section, add):
             'cannot add or remove ?%s safely: write the URL on one line'
             % (ini.line_number(section, 'connection'), section,
                ENGINE_PLUGIN))
+    try:
+        sqlalchemy.engine.make_url(url)
+    except Exception:  # noqa: what is wrong with it may quote the password
+        raise ConfigureError(
+            'line %d: [%s] connection is not a URL SQLAlchemy (oslo.db) can '
+            'read; nova-api would not start with it: fix the URL first '
+            "(a password holding '@', ':' or '/' is written %%40, %%3A, "
+            '%%2F)' % (ini.line_number(section, 'connection'), section))
     new = _with_engine_plugin(url, add)
     if new != url:
         ini.set(section, 'connection', new)
