@@ -55,8 +55,9 @@ OPTION_NAMESPACES = (
     'tempest.config')
 _SECRET_WORDS = ('password', 'secret', 'token')
 
-# Secret values read by this process (see the module docstring).
-_KNOWN_SECRETS = set()
+# Secret values read by this process (see the module docstring), each
+# with what it is shown as.
+_KNOWN_SECRETS = {}
 
 # SECTION.OPTION=VALUE (--set), OPTION = VALUE, OPTION: VALUE; after an
 # optional diff or indentation prefix.
@@ -133,14 +134,19 @@ def _url_passwords(url):
 
     found = set()
     try:
-        password = sqlalchemy.engine.make_url(url).password
-        if password:
-            found.add(str(password))
+        parsed = sqlalchemy.engine.make_url(url)
+        if parsed.password:
+            found.add(str(parsed.password))
+        if parsed.host and '@' in parsed.host:
+            # an unquoted '@' in the password: SQLAlchemy's host starts
+            # with the rest of the password, and a driver's error names it
+            _KNOWN_SECRETS[parsed.host] = MASK + '@' + parsed.host.rpartition(
+                '@')[2]
     except Exception:  # noqa: not a database URL
         pass
     try:
-        import oslo_messaging
         from oslo_config import cfg
+        import oslo_messaging
 
         for host in oslo_messaging.TransportURL.parse(
                 cfg.ConfigOpts(), url).hosts:
@@ -174,9 +180,9 @@ def _userinfo_spans(text):
 
 def _learn(value):
     if value:
-        _KNOWN_SECRETS.add(value)
-        _KNOWN_SECRETS.add(urlparse.quote(value, safe=''))
-        _KNOWN_SECRETS.add(urlparse.unquote(value))
+        for form in (value, urlparse.quote(value, safe=''),
+                     urlparse.unquote(value)):
+            _KNOWN_SECRETS[form] = MASK
 
 
 def learn_secret_value(name, value):
@@ -251,7 +257,7 @@ def mask_secrets(text):
     text = str(text)
     for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
         if len(secret) >= MIN_SEARCHED_SECRET and secret in text:
-            text = text.replace(secret, MASK)
+            text = text.replace(secret, _KNOWN_SECRETS[secret])
     lines = []
     for line in text.split('\n'):
         match = _ASSIGNMENT.match(line)
@@ -286,8 +292,8 @@ def check_config_files(paths):
             with open(path, 'rb') as handle:
                 data = handle.read()
         except OSError as error:
-            raise OperatorError('%s: cannot read: %s' % (path,
-                                                        error.strerror))
+            raise OperatorError('%s: cannot read: %s' % (
+                path, error.strerror))
         if b'\0' in data:
             raise OperatorError('%s: binary file (NUL bytes), not a '
                                 'config file' % path)

@@ -72,7 +72,8 @@ OTHER_KEYS = st.one_of(
 FILTER_LISTS = st.sampled_from([
     'ComputeFilter,ImagePropertiesFilter',
     'ComputeFilter, AvailabilityZoneFilter ,',
-    'ComputeFilter,\n  AggregateInstanceExtraSpecsFilter,\n\tPciPassthroughFilter',
+    'ComputeFilter,\n  AggregateInstanceExtraSpecsFilter,\n'
+    '\tPciPassthroughFilter',
     'ComputeFilter,\n  PciPassthroughFilter\n  ,NUMATopologyFilter',
     '"ComputeFilter,ImagePropertiesFilter"',
     'all', '', 'FailureDomainAntiAffinityFilter',
@@ -96,8 +97,8 @@ def urls(draw):
         ['', '?charset=utf8', '?charset=utf8&plugin=dbcounter',
          '?plugin=nova_ext', '?read_default_file=/etc/my.cnf&x=1']))
     if draw(st.booleans()):
-        return 'mysql+pymysql://nova:%s@db.example/nova%s' % (password,
-                                                               query)
+        return 'mysql+pymysql://nova:%s@db.example/nova%s' % (
+            password, query)
     return 'sqlite:////var/lib/nova/nova.sqlite' + query
 
 
@@ -251,7 +252,6 @@ def expected_view(before, features, undo, sets):
     """``before`` with what ``features`` and ``sets`` mean applied."""
     view = copy.deepcopy(before)
     fs = view.setdefault('filter_scheduler', {})
-    ext = view.setdefault('nova_ext', {})
     if 'filters' in features:
         available = fs.get('available_filters', [])
         enabled = _items(view, 'enabled_filters', NOVA_FILTERS)

@@ -402,3 +402,61 @@ class TestSandboxScenarios(OperatorErrorCase):
         self.assertEqual(['sandbox: %s: steps[1]: one of say, flavor, '
                           'group, boot per step, got bot' % path],
                          result.stderr.splitlines())
+
+
+def nova_ext_status(*argv):
+    return subprocess.run(
+        [sys.executable, '-m', 'nova_ext.cmd.status'] + list(argv),
+        capture_output=True, text=True, timeout=120)
+
+
+class TestUpgradeCheckCommand(OperatorErrorCase):
+    """``nova-ext-status upgrade check`` as a process: what cannot be
+    checked is one line and exit 255 (oslo.upgradecheck's "the check could
+    not run"); an unreachable database is an answer in seconds (one retry,
+    bounded here by the subprocess timeout, not timed), its password never
+    shown, the checks after the first not retrying it.
+    """
+
+    def test_config_files_it_cannot_read_are_one_line(self):
+        for name, data, message in (
+                (None, None, 'absent.conf: no such file'),
+                ('binary.conf', b'[DEFAULT]\x00', 'binary file'),
+                ('latin1.conf', b'[DEFAULT]\nx = caf\xe9\n', 'not UTF-8'),
+                ('broken.conf', b'[DEFAULT]\npassword KsSecret\n',
+                 "broken.conf:2: No ':' or '=' found in assignment")):
+            path = (self.write(name, data) if name else
+                    os.path.join(self.dir, 'absent.conf'))
+            result = nova_ext_status('--config-file', path, 'upgrade',
+                                     'check')
+            self.assertEqual(255, result.returncode, result.stderr)
+            lines = result.stderr.strip().splitlines()
+            self.assertEqual(1, len(lines), result.stderr)
+            self.assertTrue(lines[0].startswith('nova-ext-status: '))
+            self.assertIn(message, lines[0])
+            self.assertNotIn('KsSecret', result.stderr)
+
+    def test_unreachable_database_and_unknown_quota_driver(self):
+        # the issue's leak: an unquoted '@' in the password makes pymysql
+        # name the rest of it as the host
+        path = self.write('nova.conf', (
+            '[api_database]\nconnection = mysql+pymysql://root:Db@Secret@'
+            '127.0.0.1:1/nova_api\n[database]\nconnection = '
+            'mysql+pymysql://root:Db@Secret@127.0.0.1:1/nova\n'
+            '[nova_ext]\nquota_driver = per_flavr\n'))
+        result = nova_ext_status('--config-file', path, 'upgrade', 'check',
+                                 '--json')
+        self.assertEqual(2, result.returncode, result.stderr)
+        import json
+        checks = {check['check']: check for check in json.loads(
+            result.stdout)['checks']}
+        self.assertEqual(2, checks['nova-ext database']['result'])
+        self.assertIn("***@127.0.0.1", checks['nova-ext database']['details'])
+        quota = checks['Quota activation']
+        self.assertEqual(2, quota['result'])
+        self.assertIn('quota_driver = per_flavr: no such quota driver '
+                      '(installed: per_flavor)', quota['details'])
+        for name in ('Flavor extra specs', 'Aggregate metadata'):
+            self.assertIn('not checked: the database is unreachable',
+                          checks[name]['details'])
+        self.assertNotIn('Secret', result.stdout + result.stderr)
