@@ -689,7 +689,7 @@ def _parse_set(assignment, target='nova'):
     """
     section, key, value = parse_assignment(assignment)
     if target == 'nova' and group_name(section) == ext_conf.GROUP.name:
-        _check_nova_ext_option(key, value)
+        check_nova_ext_option(key, value)
     return section, key, value
 
 
@@ -697,7 +697,7 @@ def _ext_opt(name):
     return {opt.dest: opt for opt in ext_conf.ALL_OPTS}.get(name)
 
 
-def _check_nova_ext_option(key, value):
+def check_nova_ext_option(key, value):
     """An unknown [nova_ext] option would be ignored by Nova without a
     word; a mistyped value would stop the service that reads it.
     """

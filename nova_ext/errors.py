@@ -59,10 +59,11 @@ _SECRET_WORDS = ('password', 'secret', 'token')
 # with what it is shown as.
 _KNOWN_SECRETS = {}
 
-# SECTION.OPTION=VALUE (--set), OPTION = VALUE, OPTION: VALUE; after an
-# optional diff or indentation prefix.
+# SECTION.OPTION=VALUE (--set), OPTION = VALUE, OPTION: VALUE, [SECTION]
+# OPTION = VALUE (our messages); after an optional diff or indentation
+# prefix.
 _ASSIGNMENT = re.compile(
-    r'(?P<head>^[ +\-]?\s*(?:--set[ =])?\s*["\']?'
+    r'(?P<head>^[ +\-]?\s*(?:--set[ =])?\s*(?:\[[^\]]*\]\s*)?["\']?'
     r'(?:[A-Za-z][\w-]*\.)?(?P<name>[A-Za-z_][\w-]*)["\']?\s*[=:]\s*)'
     r'(?P<value>.*)$')
 _SCHEME = re.compile(r'[A-Za-z][A-Za-z0-9+.-]*://')
