@@ -734,7 +734,7 @@ def _check_cross_options(ini):
         driver = ini.get_one('nova_ext', 'quota_driver')
         known = sorted(entry.name for entry in metadata.entry_points(
             group='nova_ext.quota.drivers'))
-        if driver and driver not in known:
+        if driver and driver != QUOTA_DRIVER and driver not in known:
             raise ConfigureError(
                 '[nova_ext] quota_driver = %s: no such quota driver '
                 '(installed: %s); nova-api would refuse every request'
