@@ -128,7 +128,11 @@ class TestRacingProcesses(FileCase):
 class TestSignals(FileCase):
 
     def _toggle_until_killed(self):
-        # the child: edit back and forth until a signal ends it
+        # the child: edit back and forth until a signal ends it (with the
+        # default dispositions: a shell's background job ignores SIGINT)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         try:
             undo = False
             while True:
@@ -139,6 +143,15 @@ class TestSignals(FileCase):
             pass
         finally:
             os._exit(0)
+
+    def _reap(self, pid):
+        deadline = time.monotonic() + 30
+        while not os.waitpid(pid, os.WNOHANG)[0]:
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                self.fail('the child outlived its signal')
+            time.sleep(0.01)
 
     def test_a_signal_leaves_the_old_or_the_new_file(self):
         configure.configure_file(self.path, 'nova', ['quota'])
@@ -152,7 +165,7 @@ class TestSignals(FileCase):
                 self._toggle_until_killed()
             time.sleep(rng.uniform(0.05, 0.4))
             os.kill(pid, sig)
-            os.waitpid(pid, 0)
+            self._reap(pid)
             self.assertIn(self.read(), (BASE, applied), sig)
             leftovers = set(os.listdir(self.dir)) - {
                 'nova.conf', '.nova.conf.nova-ext-lock'}

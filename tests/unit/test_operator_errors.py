@@ -390,8 +390,9 @@ class TestSandboxScenarios(OperatorErrorCase):
                 (lambda s: s.update(rack={'r1': 1}), 'rack: unknown key'),
                 (lambda s: s.update(racks={'r1': 0}), 'racks.r1'),
                 (lambda s: s.update(racks={'r1': 10 ** 6}), 'racks.r1'),
-                (lambda s: s.update(nova_conf={'a': 'x\n[y]'}),
-                 'nova_conf: must map')):
+                (lambda s: s.update(nova_conf={
+                    'default_spread_level': 'x\n[y]'}),
+                 'nova_conf.default_spread_level: must be one line')):
             self.refused(change, message)
 
     def test_sandbox_command_says_it_in_one_line(self):
