@@ -774,7 +774,10 @@ def main(argv=None, err=None):
     warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
     args = build_parser().parse_args(argv)
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
+        # a pipe's reader gone (| head -1) shows here, not at exit
+        sys.stdout.flush()
+        return code
     except BrokenPipeError:
         return errors.closed_pipe()
     except errors.OperatorError as error:

@@ -88,7 +88,9 @@ def _log_only_to(handler):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return _main(args)
+        code = _main(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
     except SandboxError as error:
         print('sandbox: %s' % error, file=sys.stderr)
         return 1

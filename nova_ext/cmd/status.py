@@ -367,8 +367,10 @@ def main(argv=None):
     try:
         errors.check_config_files(
             _config_files(argv) or cfg.find_config_files(project='nova'))
-        return upgradecheck.main(conf, project='nova',
+        code = upgradecheck.main(conf, project='nova',
                                  upgrade_command=Checks(conf), argv=argv)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
     except (errors.OperatorError, cfg.Error) as error:
         print('nova-ext-status: %s' % errors.mask_secrets(
             errors.one_line(error)), file=sys.stderr)
