@@ -255,18 +255,20 @@ def mask_secrets(text):
     """``text`` with every secret nova-ext knows of masked (see the
     module docstring).
     """
-    text = str(text)
-    for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
-        if len(secret) >= MIN_SEARCHED_SECRET and secret in text:
-            text = text.replace(secret, _KNOWN_SECRETS[secret])
+    # Option names first: a known secret may be part of a name
+    # ("secret" in memcache_secret_key).
     lines = []
-    for line in text.split('\n'):
+    for line in str(text).split('\n'):
         match = _ASSIGNMENT.match(line)
         if match and match.group('value') and is_secret_option(
                 match.group('name')):
             line = match.group('head') + _mask_value(match.group('value'))
         lines.append(_mask_urls(line))
-    return '\n'.join(lines)
+    text = '\n'.join(lines)
+    for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
+        if len(secret) >= MIN_SEARCHED_SECRET and secret in text:
+            text = text.replace(secret, _KNOWN_SECRETS[secret])
+    return text
 
 
 def parse_error_line(error, path=None):
