@@ -59,6 +59,10 @@ from nova_ext import upstream
 
 CONF = nova.conf.CONF
 TOP_HOSTS = 10
+# --num: explain places each server in turn; more than placement returns
+# candidates for by default ([scheduler] max_placement_results) is no
+# question an operator asks
+MAX_NUM = 1000
 
 
 class ExplainError(errors.OperatorError):
@@ -751,17 +755,34 @@ def _request_spec(ctxt, args):
         args.project, args.az, args.num)
 
 
+def _check_az(ctxt, az):
+    """An unknown zone is refused, as nova-api refuses it (HTTP 400),
+    instead of explaining a request Nova would never schedule. ``AZ:HOST``
+    is checked by its zone.
+    """
+    zone = az.partition(':')[0]
+    zones = {CONF.default_availability_zone} | {
+        aggregate.metadata['availability_zone'] for aggregate in
+        objects.AggregateList.get_by_metadata_key(ctxt,
+                                                  'availability_zone')}
+    if zone not in zones:
+        raise ExplainError('--az %s: no such availability zone (zones: %s)'
+                           % (az, ', '.join(sorted(zones))))
+
+
 def explain_request(args):
     """``nova-ext-manage explain``: the explanation for parsed ``args``;
     with ``--set`` (``args.assignments``) ``{"set": [...], "current":
     explanation, "what_if": explanation}``.
     """
-    if args.num < 1:
-        raise ExplainError('--num %d: at least 1' % args.num)
+    if not 1 <= args.num <= MAX_NUM:
+        raise ExplainError('--num %d: from 1 to %d' % (args.num, MAX_NUM))
     overrides = parse_overrides(CONF, args.assignments)
     # the scheduler's request filters ask glance (host_class) with the
     # request's context: here, one with the service's token
     ctxt = _with_service_token(nova_context.get_admin_context())
+    if args.az is not None:
+        _check_az(ctxt, args.az)
     try:
         spec = _request_spec(ctxt, args)
         stored = bool(args.server)

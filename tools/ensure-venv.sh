@@ -31,6 +31,20 @@ import sys
 if sys.version_info[:2] != (3, 11):
     sys.exit("nova-ext is tested on Python 3.11; found %s" % sys.version.split()[0])
 PY
+# Only a directory this script created (its marker inside) is deleted and
+# rebuilt: NOVA_EXT_VENV may name any directory, and one of the operator's
+# must never go. An empty directory is used as it is.
+marker=.nova-ext-venv
+if [ -e "$venv" ] || [ -L "$venv" ]; then
+    if [ -d "$venv" ] && [ ! -L "$venv" ] && { [ -f "$venv/$marker" ] || [ -f "$venv/.nova-ext-stamp" ]; }; then
+        ours=1
+    elif [ -d "$venv" ] && [ ! -L "$venv" ] && [ -z "$(ls -A "$venv")" ]; then
+        :
+    else
+        echo "$venv exists and is not a venv tools/ensure-venv.sh created (no $marker in it); not deleting it: point NOVA_EXT_VENV elsewhere or remove it yourself" >&2
+        exit 1
+    fi
+fi
 echo "Setting up $venv (Nova $release, pinned by $constraints; about a minute)..." >&2
 # libvirt-python (test-requirements.txt) compiles against libvirt's headers
 if ! pkg-config --exists libvirt 2>/dev/null; then
@@ -43,7 +57,9 @@ if ! pkg-config --exists libvirt 2>/dev/null; then
         exit 1
     fi
 fi
-rm -rf "$venv"
+[ -z "${ours:-}" ] || rm -rf "$venv"
+mkdir -p "$venv"
+echo "created by nova-ext's tools/ensure-venv.sh; it deletes and rebuilds this directory" > "$venv/$marker"
 "$python" -m venv "$venv"
 log="$venv/install.log"
 if ! (cd "$top" && PBR_VERSION=${PBR_VERSION:-0.1.0} "$venv/bin/pip" install \

@@ -440,6 +440,8 @@ class ConfigureCommands(Command):
                                'or --set' % args.target)
         try:
             roles = [r for role in args.roles for r in role.split(',') if r]
+            # checked with --undo too: a mistyped role is a mistake there
+            configure.check_roles(roles)
             failure_domain = args.failure_domain
             if roles and not args.undo:
                 features, notes = configure.features_for_roles(features,
@@ -669,6 +671,11 @@ def nova_conf(config_files, opens_databases):
     for group in ('api_database', 'database', 'nova_ext_database'):
         conf.set_default('max_retries', 2, group=group)
         conf.set_default('retry_interval', 1, group=group)
+    # One line for a missing, binary or unparsable file (oslo.config would
+    # print the offending line, which may hold a password), and every
+    # secret in the files is known before anything is printed.
+    errors.check_config_files(config_files or [
+        path for path in cfg.find_config_files(project='nova')])
     config_args = ['nova-ext-manage']
     for path in config_files:
         config_args += ['--config-file', path]
@@ -767,7 +774,12 @@ def main(argv=None, err=None):
     warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
     args = build_parser().parse_args(argv)
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
+        # a pipe's reader gone (| head -1) shows here, not at exit
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return errors.closed_pipe()
     except errors.OperatorError as error:
         message = str(error)
     except KeyboardInterrupt:
@@ -778,8 +790,11 @@ def main(argv=None, err=None):
         if message is None:
             message = 'unexpected %s; details in %s' % (
                 type(error).__name__, errors.write_details(error))
-    print('nova-ext-manage: %s' % errors.mask_secrets(
-        errors.one_line(message)), file=err)
+    try:
+        print('nova-ext-manage: %s' % errors.mask_secrets(
+            errors.one_line(message)), file=err)
+    except BrokenPipeError:
+        return errors.closed_pipe()
     return 1
 
 

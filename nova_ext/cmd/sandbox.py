@@ -17,11 +17,15 @@ import sys
 import warnings
 
 
-def _spread_hosts(racks, total):
+class SandboxError(Exception):
+    """Printed as one line: ``sandbox: ...``, exit 1."""
+
+
+def _spread_hosts(racks, total, most):
     """Resize racks to ``total`` hosts in proportion to their sizes."""
-    if total < len(racks):
-        raise SystemExit('--hosts must be at least the number of racks (%d)'
-                         % len(racks))
+    if not len(racks) <= total <= most:
+        raise SandboxError('--hosts %d: from the number of racks (%d) to %d'
+                           % (total, len(racks), most))
     scale = total / sum(racks.values())
     sizes = {name: max(1, int(size * scale)) for name, size in racks.items()}
     biggest = max(racks, key=racks.get)
@@ -83,8 +87,26 @@ def _log_only_to(handler):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        code = _main(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except SandboxError as error:
+        print('sandbox: %s' % error, file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        from nova_ext import errors
+        return errors.closed_pipe()
+
+
+def _main(args):
     warnings.simplefilter('ignore')
-    os.makedirs(args.state_dir, exist_ok=True)
+    try:
+        os.makedirs(args.state_dir, exist_ok=True)
+    except OSError as error:
+        raise SandboxError('--state-dir %s: %s' % (
+            args.state_dir, 'a file, not a directory'
+            if isinstance(error, FileExistsError) else error.strerror))
     # Nova's log lines (its import-time notices, the thread pools shutting
     # down after the scenario) belong in nova.log, not before the table.
     log_file = logging.FileHandler(
@@ -118,8 +140,9 @@ def main(argv=None):
     except sandbox_scenario.ScenarioError as error:
         print('sandbox: %s' % error, file=sys.stderr)
         return 1
-    if args.hosts:
-        scenario['racks'] = _spread_hosts(scenario['racks'], args.hosts)
+    if args.hosts is not None:  # --hosts 0 is a mistake, not "default"
+        scenario['racks'] = _spread_hosts(scenario['racks'], args.hosts,
+                                          sandbox_scenario.MAX_HOSTS)
     state_dir = os.path.abspath(args.state_dir)
 
     report = sandbox_scenario.Report()

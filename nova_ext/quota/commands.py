@@ -5,6 +5,9 @@ Every function takes the parsed nova.conf and raises :class:`CommandError`
 with a message for the operator when the input is wrong.
 """
 
+import re
+from urllib import parse as urlparse
+
 from oslo_log import log as logging
 
 from nova_ext import errors
@@ -65,8 +68,10 @@ def check_project(conf, project_id):
         identity = utils.get_ksa_adapter(
             'identity', ksa_auth=auth, min_version=(3, 0),
             max_version=(3, 'latest'))
-        response = identity.get('/projects/%s' % project_id,
-                                raise_exc=False)
+        # quoted although check_project_id allows nothing to quote: the
+        # URL asks about this ID and no other
+        response = identity.get('/projects/%s' % urlparse.quote(
+            project_id, safe=''), raise_exc=False)
     except (ks_exc.ClientException, ks_exc.MissingAuthPlugin,
             ks_exc.EndpointNotFound) as error:
         LOG.warning('could not ask keystone whether project %s exists '
@@ -93,22 +98,34 @@ def _is_keystone_project_not_found(response):
 
 # The hard_limit column is a signed 32-bit integer on every database.
 MAX_LIMIT = 2 ** 31 - 1
-PROJECT_ID_LENGTH = 255  # the project_id column
+# What keystone accepts as a project ID (keystone's id_string: its API
+# schema, and the 64 characters of its project.id column) and Nova's own
+# project_id parameter allows: letters, digits and '-'. Anything else would
+# change the keystone URL it is checked with ('#', '/', '?', '%', '..') and
+# could then be stored under an ID no project has.
+PROJECT_ID = re.compile(r'[A-Za-z0-9-]{1,64}')
+PROJECT_ID_LENGTH = 64
 
 
 def check_project_id(project_id):
-    """A project ID that fits the column and names one project."""
-    if project_id is None:
+    """A project ID keystone could have issued, or '*'."""
+    if project_id is None or project_id == db.DEFAULT_PROJECT:
         return
     if not project_id.strip() or project_id != project_id.strip():
         raise CommandError('--project %r: give a project ID (no surrounding '
                            'spaces) or \'*\'' % project_id)
     if len(project_id) > PROJECT_ID_LENGTH:
-        raise CommandError('--project: %d characters; a project ID has at '
-                           'most %d' % (len(project_id), PROJECT_ID_LENGTH))
+        raise CommandError('--project: %d characters; a keystone project ID '
+                           'has at most %d' % (len(project_id),
+                                               PROJECT_ID_LENGTH))
     if any(ord(char) < 32 or ord(char) == 127 for char in project_id):
         raise CommandError('--project %r: holds a control character'
                            % project_id)
+    if not PROJECT_ID.fullmatch(project_id):
+        raise CommandError(
+            '--project %r: not a keystone project ID (letters, digits and '
+            '- only, as keystone issues them; "openstack project show NAME '
+            '-f value -c id" gives it)' % project_id)
 
 
 def _limits(instances, cores, ram):

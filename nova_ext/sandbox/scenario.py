@@ -17,6 +17,7 @@ Every step checks its expectation; the run fails if any is not met.
 """
 
 import os
+import re
 import threading
 from wsgiref import simple_server
 
@@ -25,6 +26,7 @@ import yaml
 from nova.tests.fixtures import glance
 from nova.tests.functional.api import client
 
+from nova_ext import configure
 from nova_ext import errors
 from nova_ext.sandbox import cloud
 
@@ -49,6 +51,8 @@ SPEC_KEYS = {
 }
 EXPECT = {'flavor': ('created', 'rejected'), 'boot': ('ACTIVE', 'ERROR')}
 MAX_HOSTS = 200  # each is an in-process nova-compute
+_OPTION_NAME = re.compile(r'[a-z_][a-z0-9_]*')
+_CONTROL = re.compile(r'[\x00-\x1f\x7f]')
 
 
 class ScenarioError(errors.OperatorError):
@@ -90,11 +94,22 @@ def validate(scenario, path):
     if sum(racks.values()) > MAX_HOSTS:
         fail('racks', 'at most %d hypervisors in all' % MAX_HOSTS)
     nova_conf = scenario.get('nova_conf') or {}
-    if not isinstance(nova_conf, dict) or any(
-            not isinstance(key, str) or '\n' in str(value)
-            for key, value in nova_conf.items()):
+    if not isinstance(nova_conf, dict):
         fail('nova_conf', 'must map [nova_ext] option names to one-line '
              'values')
+    for key, value in nova_conf.items():
+        # written into nova.conf as "key = value": a newline or CR in
+        # either would write other lines, other options
+        if not isinstance(key, str) or not _OPTION_NAME.fullmatch(key):
+            fail('nova_conf.%r' % (key,), 'not a [nova_ext] option name')
+        if isinstance(value, (dict, list)) or value is None or \
+                _CONTROL.search(str(value)):
+            fail('nova_conf.%s' % key, 'must be one line of text (no '
+                 'newline, CR or other control character)')
+        try:
+            configure.check_nova_ext_option(key, str(value))
+        except configure.ConfigureError as error:
+            fail('nova_conf.%s' % key, str(error).split(': ', 1)[-1])
     steps = scenario.get('steps')
     if not isinstance(steps, list):
         fail('steps', 'must be a list')

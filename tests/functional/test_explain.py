@@ -229,13 +229,29 @@ class ExplainTest(ExplainTestCase):
                 (('--flavor', 'm1', '--image',
                   'c0ffee00-0000-4000-8000-000000000000'), 'no image'),
                 (('--server', 'c0ffee00-0000-4000-8000-000000000000'),
-                 'no server')):
+                 'no server'),
+                # issue 34: an unknown zone explained a placement on a host
+                (('--flavor', 'm1', '--az', 'nowhere'),
+                 '--az nowhere: no such availability zone (zones: nova)'),
+                (('--flavor', 'm1', '--az', 'nowhere:host1'),
+                 'no such availability zone'),
+                (('--flavor', 'm1', '--num', '0'), '--num 0: from 1 to 1000'),
+                (('--flavor', 'm1', '--num', '100000'),
+                 '--num 100000: from 1 to 1000')):
             error = self.assertRaises(
                 explain.ExplainError, explain.run, parse(*argv),
                 base.cloud.CONF, io.StringIO())
             self.assertIn(message, str(error))
             self.assertTrue(str(error).startswith('explain: '), argv)
             self.assertEqual(1, len(str(error).splitlines()), argv)
+
+    def test_what_if_header_masks_secret_options(self):
+        # [key_manager] fixed_key is secret=True in Nova without looking
+        # like a password; a password with spaces, '@' and ','
+        result = self.explain('--flavor', 'm1', '--set',
+                              'key_manager.fixed_key=0123 abcd@ef,gh')
+        self.assertEqual(['key_manager.fixed_key=***'], result['set'])
+        self.assertNotIn('abcd', json.dumps(result))
 
     def test_aggregate_key_near_misses_are_reported(self):
         self.create_aggregate('rack-r3-case', ['host1'],

@@ -71,3 +71,43 @@ class AggregateMetadataCheckTest(base.NovaExtTestCase):
                       "is not read by", table)
         self.assertIn('nova-ext; it is ignored', table)
         self.assertEqual('and 5 more', table[-2])
+
+
+class FlavorsAndDomainNamesCheckTest(base.NovaExtTestCase):
+    """Stored flavors against the extra-spec validators, and failure-domain
+    names that placement reads as one trait (one embedded cloud, ~5 s).
+    """
+    HOSTS = ['host1']
+
+    def test_bad_flavors_and_colliding_domains_are_warnings(self):
+        checks = status.Checks(base.cloud.CONF)
+        self.create_flavor('good', extra_specs={
+            'nova_ext:spread_level': 'rack'})
+        result = checks._check_flavor_extra_specs()
+        self.assertEqual(upgradecheck.Code.SUCCESS, result.code,
+                         result.details)
+        # before microversion 2.86 nova-api stored extra specs unchecked
+        self.admin_api.microversion = '2.85'
+        flavor = self.create_flavor('legacy', extra_specs={
+            'nova_ext:spread_level': 'rak',
+            'nova_ext:spread_max_per_domain': '1_000',
+            'nova_ext:colour': 'blue', 'hw:cpu_policy': 'whatever'})
+        result = checks._check_flavor_extra_specs()
+        self.assertEqual(upgradecheck.Code.WARNING, result.code)
+        lines = result.details.splitlines()
+        where = 'flavor legacy (%s): ' % flavor
+        self.assertTrue(lines[0].startswith(where + 'nova_ext:colour is '
+                                            'not a nova-ext extra spec'),
+                        lines)
+        self.assertIn("'nova_ext:spread_level'", result.details)
+        self.assertIn("'nova_ext:spread_max_per_domain'", result.details)
+        self.assertNotIn('hw:cpu_policy', result.details)
+
+        self.create_aggregate('rack-a', [], {
+            'nova_ext:failure_domain:rack': 'r-1'})
+        self.create_aggregate('rack-b', [], {
+            'nova_ext:failure_domain:rack': 'r_1'})
+        result = checks._check_aggregate_metadata()
+        self.assertEqual(upgradecheck.Code.WARNING, result.code)
+        self.assertIn('aggregate rack-a, rack-b: rack domains r-1 and r_1 '
+                      'are one placement trait (CUSTOM_R_1)', result.details)

@@ -3,8 +3,10 @@
 
 Given MariaDB databases synced by ``nova-manage`` and ``nova-ext-manage db
 sync`` and a conductor that activated the per_flavor quota driver, the check
-passes (exit 0); nova-ext's tables behind the head migration, or a conductor
-that did not activate the driver, fail it (exit 2) with the fix named.
+passes (exit 0); before any service started it warns (exit 1: nothing
+proves the driver active); nova-ext's tables behind the head migration, or
+a conductor that did not activate the driver, fail it (exit 2) with the fix
+named.
 """
 
 import json
@@ -53,13 +55,21 @@ class UpgradeCheckTest(test_quota_activation.ActivationCloud):
 
         processes.run('nova-ext-manage', '--config-file', self.conf,
                       'db', 'sync')
+        # no nova-api or conductor has started yet: nothing proves the
+        # driver active, so no Success
+        rc, checks = self.upgrade_check()
+        self.assertEqual(1, rc, checks)
+        code, details = checks['Quota activation']
+        self.assertEqual(1, code, details)
+        self.assertIn('no nova-api or nova-conductor has started', details)
         conductor = self.start_conductor(self.conf, 'conductor.log')
         conductor.wait_for_log(test_quota_activation.ACTIVE)
         rc, checks = self.wait_until_recorded()
         self.assertEqual(0, rc, checks)
         self.assertEqual({'Nova release', 'Nova internals',
                           'Libvirt driver shim', 'nova-ext database',
-                          'Quota activation', 'Aggregate metadata'},
+                          'Quota activation', 'Flavor extra specs',
+                          'Aggregate metadata'},
                          set(checks))
 
         # a conductor without the quota driver

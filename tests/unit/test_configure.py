@@ -177,9 +177,9 @@ class TestConfigureNova(ConfigureTestCase):
         code, out = self.configure('nova', '--config-file', path,
                                    '--request-filters', '--quota')
         self.assertEqual(0, code)
-        self.assertIn('request filters are activated when nova-scheduler '
-                      "loads nova-ext's filters or weighers", out)
-        self.assertIn('no [database] or [api_database] connection', out)
+        self.assertIn('no [api_database] connection here: nova-api, '
+                      'nova-conductor and nova-scheduler activate nova-ext '
+                      'through ?plugin=nova_ext on that URL', out)
 
     def test_dry_run_prints_the_diff_and_writes_nothing(self):
         path = self.write('nova.conf', DEVSTACK_NOVA_CONF)

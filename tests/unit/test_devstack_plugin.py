@@ -278,7 +278,9 @@ class DevStackPluginTest(DevStackHarnessTestCase):
                 'request_filters' not in conf['nova_ext']),
             'NOVA_EXT_ENABLE_QUOTA': lambda conf: (
                 'quota_driver' not in conf['nova_ext']
-                and 'plugin' not in one(conf, 'api_database', 'connection')
+                # [api_database] keeps ?plugin=nova_ext: nova-scheduler
+                # activates the scheduler features through it
+                and 'plugin' not in one(conf, 'database', 'connection')
                 and not self.nova_ext_tables()),
             'NOVA_EXT_ENABLE_LIBVIRT_DRIVER': lambda conf: (
                 one(conf, 'DEFAULT', 'compute_driver')

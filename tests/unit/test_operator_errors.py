@@ -154,8 +154,9 @@ class TestConfigure(OperatorErrorCase):
         # other), not the old one rewritten in place.
         self.assertNotEqual(inode, os.stat(real).st_ino)
         self.assertEqual(0o640, stat.S_IMODE(os.stat(real).st_mode))
-        self.assertEqual(['nova.conf', 'nova.conf.real'],
-                         sorted(os.listdir(self.dir)))
+        # the lock file stays (empty; nova-ext's next edit reuses it)
+        self.assertEqual(['.nova.conf.real.nova-ext-lock', 'nova.conf',
+                          'nova.conf.real'], sorted(os.listdir(self.dir)))
         with open(real) as f:
             self.assertIn('quota_driver = per_flavor', f.read())
 
@@ -196,8 +197,9 @@ class TestUnexpectedErrors(OperatorErrorCase):
         for raw, masked in (
                 ('rabbit://u:p%40ss@h:5672/', 'rabbit://u:***@h:5672/'),
                 ('password = hunter2', 'password = ***'),
-                ('admin_password=x y', 'admin_password=*** y'),
-                ('"password": "s3"', '"password": "***"'),
+                # the whole value: a password may hold spaces
+                ('admin_password=x y', 'admin_password=***'),
+                ('"password": "s3"', '"password": ***'),
                 ('sqlite:////var/lib/nova.db', 'sqlite:////var/lib/nova.db'),
                 ('mysql://root@h/db', 'mysql://root@h/db')):
             self.assertEqual(masked, errors.mask_secrets(raw))
@@ -228,8 +230,13 @@ class TestDatabaseCommands(OperatorErrorCase):
                  "--project '': give a project ID"),
                 (['--project', ' p', '--class', 'c', '--cores', '1'],
                  'no surrounding spaces'),
-                (['--project', 'p' * 256, '--class', 'c', '--cores', '1'],
-                 '256 characters; a project ID has at most 255'),
+                (['--project', 'p' * 65, '--class', 'c', '--cores', '1'],
+                 '65 characters; a keystone project ID has at most 64'),
+                # issue 34: keystone was asked about another URL
+                (['--project', 'p#x', '--class', 'c', '--cores', '1'],
+                 "--project 'p#x': not a keystone project ID"),
+                (['--project', 'p/../q', '--class', 'c', '--cores', '1'],
+                 "--project 'p/../q': not a keystone project ID"),
                 (['--project', 'p', '--class', 'c', '--cores',
                   '2147483648'], 'from 0 to 2147483647'),
                 (['--project', 'p', '--class', 'c', '--ram', '-2'],
@@ -383,8 +390,9 @@ class TestSandboxScenarios(OperatorErrorCase):
                 (lambda s: s.update(rack={'r1': 1}), 'rack: unknown key'),
                 (lambda s: s.update(racks={'r1': 0}), 'racks.r1'),
                 (lambda s: s.update(racks={'r1': 10 ** 6}), 'racks.r1'),
-                (lambda s: s.update(nova_conf={'a': 'x\n[y]'}),
-                 'nova_conf: must map')):
+                (lambda s: s.update(nova_conf={
+                    'default_spread_level': 'x\n[y]'}),
+                 'nova_conf.default_spread_level: must be one line')):
             self.refused(change, message)
 
     def test_sandbox_command_says_it_in_one_line(self):
@@ -400,3 +408,61 @@ class TestSandboxScenarios(OperatorErrorCase):
         self.assertEqual(['sandbox: %s: steps[1]: one of say, flavor, '
                           'group, boot per step, got bot' % path],
                          result.stderr.splitlines())
+
+
+def nova_ext_status(*argv):
+    return subprocess.run(
+        [sys.executable, '-m', 'nova_ext.cmd.status'] + list(argv),
+        capture_output=True, text=True, timeout=120)
+
+
+class TestUpgradeCheckCommand(OperatorErrorCase):
+    """``nova-ext-status upgrade check`` as a process: what cannot be
+    checked is one line and exit 255 (oslo.upgradecheck's "the check could
+    not run"); an unreachable database is an answer in seconds (one retry,
+    bounded here by the subprocess timeout, not timed), its password never
+    shown, the checks after the first not retrying it.
+    """
+
+    def test_config_files_it_cannot_read_are_one_line(self):
+        for name, data, message in (
+                (None, None, 'absent.conf: no such file'),
+                ('binary.conf', b'[DEFAULT]\x00', 'binary file'),
+                ('latin1.conf', b'[DEFAULT]\nx = caf\xe9\n', 'not UTF-8'),
+                ('broken.conf', b'[DEFAULT]\npassword KsSecret\n',
+                 "broken.conf:2: No ':' or '=' found in assignment")):
+            path = (self.write(name, data) if name else
+                    os.path.join(self.dir, 'absent.conf'))
+            result = nova_ext_status('--config-file', path, 'upgrade',
+                                     'check')
+            self.assertEqual(255, result.returncode, result.stderr)
+            lines = result.stderr.strip().splitlines()
+            self.assertEqual(1, len(lines), result.stderr)
+            self.assertTrue(lines[0].startswith('nova-ext-status: '))
+            self.assertIn(message, lines[0])
+            self.assertNotIn('KsSecret', result.stderr)
+
+    def test_unreachable_database_and_unknown_quota_driver(self):
+        # the issue's leak: an unquoted '@' in the password makes pymysql
+        # name the rest of it as the host
+        path = self.write('nova.conf', (
+            '[api_database]\nconnection = mysql+pymysql://root:Db@Secret@'
+            '127.0.0.1:1/nova_api\n[database]\nconnection = '
+            'mysql+pymysql://root:Db@Secret@127.0.0.1:1/nova\n'
+            '[nova_ext]\nquota_driver = per_flavr\n'))
+        result = nova_ext_status('--config-file', path, 'upgrade', 'check',
+                                 '--json')
+        self.assertEqual(2, result.returncode, result.stderr)
+        import json
+        checks = {check['check']: check for check in json.loads(
+            result.stdout)['checks']}
+        self.assertEqual(2, checks['nova-ext database']['result'])
+        self.assertIn("***@127.0.0.1", checks['nova-ext database']['details'])
+        quota = checks['Quota activation']
+        self.assertEqual(2, quota['result'])
+        self.assertIn('quota_driver = per_flavr: no such quota driver '
+                      '(installed: per_flavor)', quota['details'])
+        for name in ('Flavor extra specs', 'Aggregate metadata'):
+            self.assertIn('not checked: the database is unreachable',
+                          checks[name]['details'])
+        self.assertNotIn('Secret', result.stdout + result.stderr)

@@ -17,10 +17,11 @@ nova_ext.scheduler:
   ``enabled_filters``;
 * of the legal hosts, the one chosen breaks the fewest soft constraints.
 
-The example budget is fixed (tests/__init__.py:
-``NOVA_EXT_HYPOTHESIS_PROFILE`` ``ci``, the default, derandomized; ``long``
-for a search of 5,000 examples a property, doc/source/scheduler.rst).
-Counterexamples the search found are kept as ordinary tests at the end.
+The example budget is fixed (tests/hypothesis_profiles.py:
+``NOVA_EXT_HYPOTHESIS_PROFILE`` ``ci``, the default, derandomized, here at
+least :data:`CI_EXAMPLES` a property; ``search`` for 5,000 examples a
+property, doc/source/scheduler.rst). Counterexamples the search found are
+kept as ordinary tests at the end.
 """
 
 import itertools
@@ -38,6 +39,13 @@ from tests.reference import nova_run
 from tests.reference import spread_model as model
 
 objects.register_all()
+
+# The rules interact in few of the generated requests (a multi-create with
+# skew over racks one of which fills up): below this many examples, CI
+# misses a look-ahead taken out of the filter.
+CI_EXAMPLES = 300
+budget = hypothesis.settings(max_examples=max(
+    CI_EXAMPLES, hypothesis.settings.default.max_examples))
 
 LEVELS = ('rack', 'row', 'power')
 DOMAIN_NAMES = ('a', 'b', 'c')
@@ -188,11 +196,13 @@ class NovaScheduling(testtools.TestCase):
 
 class SpreadPropertiesTest(NovaScheduling):
 
+    @budget
     @hypothesis.given(scenarios())
     def test_placements_are_legal_and_satisfiable_requests_placed(
             self, scenario):
         self.check(*scenario)
 
+    @budget
     @hypothesis.given(scenarios(), st.data())
     def test_filter_position_makes_no_difference(self, scenario, data):
         levels, cluster, request, policy, moving, order = scenario
@@ -209,6 +219,7 @@ class SpreadPropertiesTest(NovaScheduling):
                 passed.append(str(error))
         self.assertEqual(passed[0], passed[1], (order, other))
 
+    @budget
     @hypothesis.given(scenarios(single=True, soft=True))
     def test_the_host_chosen_breaks_the_fewest_soft_constraints(
             self, scenario):
@@ -229,6 +240,7 @@ class SpreadPropertiesTest(NovaScheduling):
 class ReferenceModelTest(testtools.TestCase):
     """The model's batch rule is the one-at-a-time rule it stands for."""
 
+    @budget
     @hypothesis.given(scenarios())
     def test_legal_exactly_when_one_after_the_other_works(self, scenario):
         levels, cluster, request, _policy, _moving, _order = scenario
