@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Activation of nova-ext in nova-api and nova-conductor, from nova.conf.
+"""Activation of nova-ext in nova-api, nova-conductor and nova-scheduler,
+from nova.conf.
 
-Upstream Nova has no hook that loads third-party code in both nova-api and
-nova-conductor. Both open Nova's databases through SQLAlchemy, and
-SQLAlchemy loads *engine plugins* named in the connection URL from the
-``sqlalchemy.plugins`` entry points. So the operator writes, in nova.conf::
+Upstream Nova has no hook that loads third-party code in its processes
+(beyond filters, weighers and extra-spec validators). They all open Nova's
+databases through SQLAlchemy, and SQLAlchemy loads *engine plugins* named
+in the connection URL from the ``sqlalchemy.plugins`` entry points. So the
+operator writes, in nova.conf::
 
     [api_database]
     connection = mysql+pymysql://nova:secret@db/nova_api?plugin=nova_ext
@@ -12,14 +14,17 @@ SQLAlchemy loads *engine plugins* named in the connection URL from the
     [nova_ext]
     quota_driver = per_flavor
 
-and every Nova process that opens the API database (nova-api under its WSGI
-server, every nova-conductor worker, nova-scheduler) runs :class:`Plugin`
-when it creates the engine: after oslo.log is set up, before the first
-request. The plugin activates what ``[nova_ext]`` asks for (today the quota
-driver), logs one line, records the activation in ``nova_ext_activations``,
-and logs an error when another Nova API or conductor process has not
-activated the same driver. A failure here is logged, never raised: a broken
-nova-ext must not stop Nova's database from opening.
+(``nova-ext-manage configure nova`` writes it) and every Nova process that
+opens the API database (nova-api under its WSGI server, every
+nova-conductor worker, nova-scheduler) runs :class:`Plugin` when it creates
+the engine: after oslo.log is set up, before the first request. In
+nova-scheduler the plugin activates nova-ext's scheduler hooks
+(:func:`nova_ext.scheduler.activate`: the request pre-filters and the
+per-request wrapper); in nova-api and nova-conductor it activates the quota
+driver ``[nova_ext]`` asks for, logs one line, records the activation in
+``nova_ext_activations``, and logs an error when another Nova API or
+conductor process that must activate it has not. A failure here is logged,
+never raised: a broken nova-ext must not stop Nova's database from opening.
 """
 
 import os
@@ -72,7 +77,9 @@ def activate_process(conf=CONF, binary=None):
     ext_conf.register_opts(conf)
     from nova_ext import quota
     if (binary or quota.process_binary()) == SCHEDULER_BINARY:
+        # nova-scheduler checks no quota: its hooks are the scheduler's
         activate_scheduler()
+        return None
     try:
         name = quota.activate(conf, binary=binary)
     except Exception as error:  # noqa: a plugin must not break Nova's DB

@@ -46,6 +46,7 @@ trying again.
 """
 
 import collections
+import itertools
 import sys
 import textwrap
 import warnings
@@ -170,6 +171,40 @@ class Checks(upgradecheck.UpgradeCommands):
                       'at revision %s, this nova-ext needs %s: run '
                       '"nova-ext-manage db sync"' % (current or 'none', head))
 
+    def _check_scheduler_activation(self):
+        """nova.conf loads nova-ext's scheduler plugins: nova-scheduler
+        must open its API database through the engine plugin, which
+        activates the hooks they read (nova_ext.scheduler.activate).
+        """
+        from sqlalchemy.engine import make_url
+
+        options = self.conf.filter_scheduler
+        loaded = [path for path in itertools.chain(
+            options.available_filters, options.weight_classes)
+            if path.startswith('nova_ext.')]
+        if self.conf.nova_ext.request_filters:
+            loaded.append('[nova_ext] request_filters')
+        if not loaded:
+            return Result(Code.SUCCESS, "not used here (nova.conf loads none "
+                          "of nova-ext's scheduler plugins)")
+        connection = self.conf.api_database.connection or ''
+        try:
+            plugins = make_url(connection).query.get('plugin', ())
+        except Exception:  # noqa: the database checks name a bad URL
+            plugins = ()
+        if isinstance(plugins, str):
+            plugins = (plugins,)
+        if 'nova_ext' in plugins:
+            return Result(Code.SUCCESS, 'nova-scheduler activates nova-ext '
+                          'through ?plugin=nova_ext on [api_database] '
+                          'connection')
+        return Result(
+            Code.FAILURE, "nova.conf loads %s, but [api_database] connection "
+            "has no ?plugin=nova_ext: nova-scheduler will not activate "
+            "nova-ext's scheduler hooks, and refuses every spread request; "
+            "run \"nova-ext-manage configure nova --filters\" (or add it) "
+            "and restart nova-scheduler" % ', '.join(loaded))
+
     def _check_quota_activation(self):
         from nova_ext import activation
 
@@ -267,6 +302,7 @@ class Checks(upgradecheck.UpgradeCommands):
         ('Nova internals', _check_nova_internals),
         ('Libvirt driver shim', _check_driver_shim),
         ('nova-ext database', _check_database),
+        ('Scheduler hooks', _check_scheduler_activation),
         ('Quota activation', _check_quota_activation),
         ('Flavor extra specs', _check_flavor_extra_specs),
         ('Aggregate metadata', _check_aggregate_metadata),

@@ -68,7 +68,8 @@ class UpgradeCheckTest(test_quota_activation.ActivationCloud):
         self.assertEqual(0, rc, checks)
         self.assertEqual({'Nova release', 'Nova internals',
                           'Libvirt driver shim', 'nova-ext database',
-                          'Quota activation', 'Flavor extra specs',
+                          'Scheduler hooks', 'Quota activation',
+                          'Flavor extra specs',
                           'Aggregate metadata'},
                          set(checks))
 

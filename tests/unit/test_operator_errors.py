@@ -466,3 +466,24 @@ class TestUpgradeCheckCommand(OperatorErrorCase):
             self.assertIn('not checked: the database is unreachable',
                           checks[name]['details'])
         self.assertNotIn('Secret', result.stdout + result.stderr)
+
+    def test_scheduler_plugins_without_the_engine_plugin_fail(self):
+        # nova.conf loads nova-ext's filters, but nova-scheduler would not
+        # activate the hooks they read
+        filters = ('[filter_scheduler]\navailable_filters = '
+                   'nova_ext.scheduler.filters.all_filters\n')
+        import json
+        for connection, code in (('sqlite://', 2),
+                                 ('sqlite://?plugin=nova_ext', 0)):
+            path = self.write('nova.conf', filters + (
+                '[api_database]\nconnection = %s\n' % connection))
+            result = nova_ext_status('--config-file', path, 'upgrade',
+                                     'check', '--json')
+            checks = {check['check']: check for check in json.loads(
+                result.stdout)['checks']}
+            activation = checks['Scheduler hooks']
+            self.assertEqual(code, activation['result'], activation)
+        path = self.write('nova.conf', filters + (
+            '[api_database]\nconnection = sqlite://\n'))
+        result = nova_ext_status('--config-file', path, 'upgrade', 'check')
+        self.assertIn('has no ?plugin=nova_ext', result.stdout)
