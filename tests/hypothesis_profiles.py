@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Hypothesis settings for every property test (imported by tests/__init__).
+"""Hypothesis settings for every property test (imported by tests/unit).
 
 CI runs the ``ci`` profile: a fixed, bounded number of examples, generated
 from a fixed seed (``derandomize``), no example database written, no
