@@ -129,7 +129,14 @@ def configure(conf, levels, own_domain, filter_order, weighers_only_ours):
                 else 'reject', failure_domain_sources=['aggregates'],
                 bin_packing_weight_multiplier=0.0,
                 image_locality_weight_multiplier=0.0,
-                default_spread_level=None)
+                default_spread_level=None,
+                # the run hands nova-ext the group's count itself (what
+                # placement would say); without this, a process where
+                # another test activated nova-ext's scheduler hooks would
+                # take the lock and count from a placement there is none
+                # of. The lock and its count are test_spread_scheduling's
+                # and the system tests'.
+                spread_serialize_groups=False)
 
 
 class Run(object):
