@@ -37,7 +37,9 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging as messaging
 import tenacity
+from tooz import coordination
 
+from nova import context as nova_context
 from nova import exception
 from nova import objects
 from nova.scheduler.client import report
@@ -134,7 +136,6 @@ class Coordination(object):
             if time.monotonic() < self._failed_until:
                 raise CoordinationUnavailable(self._last_error)
             if self._coordinator is None:
-                from tooz import coordination
                 url = backend_url()
                 try:
                     coordinator = coordination.get_coordinator(
@@ -586,7 +587,6 @@ def _aggregate_view_of_this_process(host_manager):
     with _view_lock:
         if _view_checked_in == os.getpid():
             return
-        from nova import context as nova_context
         try:
             aggregates = objects.AggregateList.get_all(
                 nova_context.get_admin_context())
