@@ -464,6 +464,12 @@ def _schedule_under_lock(context, spec_obj, instance_uuids, call):
         return call()
     if not CONF.nova_ext.spread_serialize_groups:
         return call()
+    if not any(type(enabled).__name__ == SPREAD_FILTER
+               for enabled in request.enabled_filters):
+        # nothing judges the spread (nova-ext's hooks are active, e.g.
+        # through a cell mapping's ?plugin=nova_ext, but its filter is not
+        # in enabled_filters): the group is scheduled as Nova alone would
+        return call()
     timeout = CONF.nova_ext.spread_lock_timeout
     started = time.monotonic()
     local_locks = _coordination.local_locks
@@ -604,6 +610,7 @@ def _aggregate_view_of_this_process(host_manager):
                   os.getpid(), len(aggregates))
 
 
+SPREAD_FILTER = 'FailureDomainAntiAffinityFilter'
 SELECT_DESTINATIONS = ('nova.scheduler.manager.SchedulerManager.'
                        'select_destinations')
 SCHEDULE = 'nova.scheduler.manager.SchedulerManager._schedule'

@@ -74,13 +74,7 @@ class LoopbackNova(fixtures.Fixture):
         processes.http_get('http://127.0.0.1:%d/' % self.placement_port)
         self.conductor = self._start('nova-conductor', 'conductor.log',
                                      '--config-file', self.conf)
-        self.scheduler = self._start('nova-scheduler', 'scheduler.log',
-                                     '--config-file', self.conf)
-        for number in range(2, self.schedulers + 1):
-            conf = self._write('scheduler%d.conf' % number, self._nova_conf(
-                db=True, host='sch%d' % number))
-            self._start('nova-scheduler', 'scheduler%d.log' % number,
-                        '--config-file', conf)
+        self._start_schedulers()
         for host in self.COMPUTES:
             conf = self._write('%s.conf' % host, self._nova_conf(
                 db=False, host=host))
@@ -97,7 +91,42 @@ class LoopbackNova(fixtures.Fixture):
         processes.http_get('http://127.0.0.1:%d/' % self.api_port)
         self._discover_computes()
 
-    def _nova_conf(self, db, host='ctl'):
+    def _start_schedulers(self, plugin=True):
+        # the first one shares the controller's nova.conf (host ctl)
+        self.scheduler_processes = [self._start(
+            'nova-scheduler', 'scheduler.log', '--config-file',
+            self.conf if plugin else self._write('scheduler.conf', (
+                self._nova_conf(db=True, plugin=False))))]
+        self.scheduler = self.scheduler_processes[0]
+        for number in range(2, self.schedulers + 1):
+            conf = self._write('scheduler%d.conf' % number, self._nova_conf(
+                db=True, host='sch%d' % number, plugin=plugin))
+            self.scheduler_processes.append(self._start(
+                'nova-scheduler', 'scheduler%d.log' % number,
+                '--config-file', conf))
+
+    def restart_schedulers(self, nova_ext_conf, plugin=True):
+        """Every nova-scheduler stopped and started again with
+        ``nova_ext_conf`` in place of the nova.conf text it had, and
+        ``?plugin=nova_ext`` on its database URLs only if ``plugin``: the
+        same cloud with nova-ext's scheduler features switched on or off
+        (what ``nova-ext-manage configure [--undo]`` and a restart do).
+        Returns once each has started its workers.
+        """
+        for process in self.scheduler_processes:
+            process.stop()
+            # the new process logs to a fresh file: its start is told by
+            # its own lines
+            for path in (process.log_path, process.log_path + '.out'):
+                if os.path.exists(path):
+                    os.replace(path, path + '.before-restart')
+        self.nova_ext_conf = nova_ext_conf
+        self._start_schedulers(plugin)
+        for process in self.scheduler_processes:
+            process.wait_for_log('Starting scheduler node',
+                                 count=self.scheduler_workers)
+
+    def _nova_conf(self, db, host='ctl', plugin=True):
         state = os.path.join(self.dir, 'state-' + host)
         os.makedirs(state, exist_ok=True)
         return processes.nova_conf(
@@ -105,7 +134,7 @@ class LoopbackNova(fixtures.Fixture):
                 'auth_type = admin_token',
                 'endpoint = http://127.0.0.1:%d' % self.placement_port,
                 'token = admin',
-            ], databases=db, extra='\n'.join([
+            ], databases=db, plugin=plugin, extra='\n'.join([
                 '[DEFAULT]',
                 'compute_driver = fake.FakeDriverWithoutFakeNodes',
                 'state_path = %s' % state,

@@ -219,9 +219,12 @@ class Process(fixtures.Fixture):
         self.process = subprocess.Popen(
             self.argv, stdout=self.output, stderr=subprocess.STDOUT,
             env=self.env, start_new_session=True)
-        self.addCleanup(self._stop)
+        self.addCleanup(self.stop)
 
-    def _stop(self):
+    def stop(self):
+        """SIGTERM to the process group, SIGKILL after 20 s; again on
+        cleanup, a no-op then.
+        """
         if self.process.poll() is None:
             os.killpg(self.process.pid, 15)
             try:
@@ -229,7 +232,8 @@ class Process(fixtures.Fixture):
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, 9)
                 self.process.wait()
-        self.output.close()
+        if not self.output.closed:
+            self.output.close()
 
     def log(self):
         text = ''
@@ -239,11 +243,12 @@ class Process(fixtures.Fixture):
                     text += f.read()
         return text
 
-    def wait_for_log(self, needle, timeout=90):
+    def wait_for_log(self, needle, timeout=90, count=1):
+        """The log, once it holds ``needle`` ``count`` times."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.log()
-            if needle in text:
+            if text.count(needle) >= count:
                 return text
             if self.process.poll() is not None:
                 break

@@ -20,6 +20,7 @@ from nova import exception
 from nova import objects
 from nova import test
 
+from nova_ext.scheduler.filters import failure_domain
 from nova_ext.scheduler import scheduling_request
 from nova_ext.scheduler import spread_scheduling
 
@@ -361,7 +362,8 @@ class StalledBackendRequestTest(test.NoDBTestCase):
                 hosts=[], members=[]),
             instance_uuid=uuids.server)
         scheduled = []
-        view = types.SimpleNamespace(enabled_filters=[], aggs_by_id={})
+        view = types.SimpleNamespace(enabled_filters=[
+            failure_domain.FailureDomainAntiAffinityFilter()], aggs_by_id={})
         with scheduling_request.opened(spec, [uuids.server], view):
             started = time.monotonic()
             error = self.assertRaises(
@@ -379,6 +381,27 @@ class StalledBackendRequestTest(test.NoDBTestCase):
         self.assertEqual(0, len(backend.local_locks))
         lock.answer.set()
         self.assertTrue(lock.released.wait(10))
+
+    def test_no_lock_when_the_spread_filter_is_not_enabled(self):
+        # nova-ext's hooks active (a cell mapping's ?plugin=nova_ext) but
+        # its filter not in enabled_filters: nothing to serialise for
+        lock = StalledLock()
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.scheduler.spread_scheduling._coordination',
+            FakeBackend(lock)))
+        spec = objects.RequestSpec(
+            scheduler_hints={'nova_ext:spread_level': ['rack']},
+            flavor=objects.Flavor(extra_specs={}),
+            instance_group=objects.InstanceGroup(
+                uuid=uuids.group, name='web', policy='anti-affinity',
+                hosts=[], members=[]),
+            instance_uuid=uuids.server)
+        view = types.SimpleNamespace(enabled_filters=[], aggs_by_id={})
+        with scheduling_request.opened(spec, [uuids.server], view):
+            self.assertEqual('scheduled', spread_scheduling.
+                             _schedule_under_lock(None, spec, [uuids.server],
+                                                  lambda: 'scheduled'))
+        self.assertEqual([], lock.asked)
 
 
 class LostLock(StalledLock):
@@ -414,7 +437,9 @@ class LostLockTest(test.NoDBTestCase):
                 hosts=[], members=[uuids.other, uuids.server]),
             instance_uuid=uuids.server)
         self.view = types.SimpleNamespace(
-            enabled_filters=[], aggs_by_id={1: objects.Aggregate(
+            enabled_filters=[
+                failure_domain.FailureDomainAntiAffinityFilter()],
+            aggs_by_id={1: objects.Aggregate(
                 id=1, hosts=['h1', 'h2'], metadata={
                     'nova_ext:failure_domain:rack': 'r1'})})
         self.deleted = []
