@@ -156,12 +156,18 @@ run_bench() {
         --json "$out/sim.json" || failed=1
     bench_one '% of bound per seed' tools/packing_replay.py \
         --cluster tests/bench/cluster-tiny.yaml --seeds 1 || failed=1
+    # a real multi-process Nova (MariaDB, RabbitMQ): one small burst that
+    # must refuse exactly the members that do not fit, off and on
+    bench_one 'on/off' tools/benchmark_burst.py --bursts 4 --computes 4 \
+        --schedulers 1 --shapes 'spread refuses K' \
+        --json "$out/b.json" || failed=1
     # the benchmark page's tables render from what the scripts wrote
     echo "-- bench: tools/render_results.py on these runs' --json files"
     mkdir "$out/results"
     local from to from_to
     for from_to in s:scheduler-spread-40 curve:scheduler-curve p:placement \
-            q:quota-tiny l:spread-lock c:spread-constraints sim:packing-tiny; do
+            q:quota-tiny l:spread-lock c:spread-constraints sim:packing-tiny \
+            b:burst; do
         from=${from_to%%:*} to=${from_to#*:}
         if [ -f "$out/$from.json" ]; then
             cp "$out/$from.json" "$out/results/$to.json"

@@ -29,7 +29,8 @@ A burst is N single creates (``POST /servers``) sent at once from N
 client threads; it ends when every server is ACTIVE or ERROR. Per server:
 the time from its POST to the first poll (every 0.5 s) that saw it
 settled; per burst: the wall time from the first POST to the last server
-settled. From the schedulers' debug logs: each scheduling request's time
+settled; a burst of 4 per scheduler worker, untimed, warms each mode's
+new processes first. From the schedulers' debug logs: each scheduling request's time
 (its first to its last log line in nova-scheduler) and nova-ext's spread
 lock wait and hold per request. After each burst the servers are counted
 per rack and group against the maximum (violations) and against the
@@ -328,6 +329,10 @@ def main(argv=None):
         for spread in (False, True):
             nova.restart_schedulers(CONF_ON if spread else CONF_OFF,
                                     plugin=spread)
+            # untimed: every new worker's first requests (its host states,
+            # its connections) and the computes' first builds
+            bench.burst('warm%d' % spread, 'spread fits',
+                        4 * args.schedulers * args.workers, spread)
             for size in args.bursts:
                 for shape in args.shapes:
                     label = 'b%d%s%d' % (size, 'on' if spread else 'off',

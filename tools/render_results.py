@@ -220,6 +220,32 @@ def packing():
         rows) + provenance(documents)
 
 
+def burst():
+    documents = load('burst.json')
+    if not documents:
+        return None
+    rows = []
+    for _name, document in documents:
+        for row in document['rows']:
+            off, on = row['off'], row['on']
+            rows.append([
+                row['shape'], number(row['burst']),
+                number(off['wall_s'], 1), number(on['wall_s'], 1),
+                '%.2f' % row['ratio'],
+                '%s / %s' % (number(on['p50_s'], 1), number(on['p99_s'], 1)),
+                '%d / %d' % (on['active'], on['error']),
+                number(on['violations']),
+                '--' if on['lock_wait_ms_p99'] is None
+                else '%s / %s' % (number(on['lock_wait_ms_p50']),
+                                  number(on['lock_wait_ms_p99'])),
+                '%s / %s' % (number(off['scheduler_ms_p50']),
+                             number(on['scheduler_ms_p50']))])
+    return table(['shape', 'burst', 'off s', 'on s', 'on/off',
+                  'on p50 / p99 s', 'ACTIVE / ERROR', 'violations',
+                  'lock wait p50 / p99 ms', 'sched. ms off / on'],
+                 rows) + provenance(documents)
+
+
 TABLES = {
     'scheduler': scheduler,
     'curve': curve,
@@ -228,6 +254,7 @@ TABLES = {
     'spread-lock': spread_lock,
     'spread-constraints': spread_constraints,
     'packing': packing,
+    'burst': burst,
 }
 HEADER = ('.. Rendered by tools/render_results.py from doc/source/results/'
           '*.json: do not edit.')
