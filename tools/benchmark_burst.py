@@ -30,11 +30,11 @@ client threads; it ends when every server is ACTIVE or ERROR. Per server:
 the time from its POST to the first poll (every 0.5 s) that saw it
 settled; per burst: the wall time from the first POST to the last server
 settled; a burst of 4 per scheduler worker, untimed, warms each mode's
-new processes first. From the schedulers' debug logs: each scheduling request's time
-(its first to its last log line in nova-scheduler) and nova-ext's spread
-lock wait and hold per request. After each burst the servers are counted
-per rack and group against the maximum (violations) and against the
-project's instance quota (set to N), then deleted.
+new processes first. From the schedulers' debug logs: each scheduling
+request's time (its first to its last log line in nova-scheduler) and
+nova-ext's spread lock wait and hold per request. After each burst the
+servers are counted per rack and group against the maximum (violations)
+and against the project's instance quota (set to N), then deleted.
 
 The result per shape is on/off of the wall time: the goal is at most 1.3
 for a burst of 100 creates of one spread group that fits.
