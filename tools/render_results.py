@@ -221,7 +221,7 @@ def packing():
 
 
 def burst():
-    documents = load('burst.json')
+    documents = load('burst*.json')
     if not documents:
         return None
     rows = []

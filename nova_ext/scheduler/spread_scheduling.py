@@ -390,15 +390,30 @@ def _provider_hosts(context, client, provider_uuids, cache):
 
 
 def members_per_host(context, group_uuid, not_counted):
-    """{host: members of the group there} from placement, leaving out the
-    servers in ``not_counted`` (the ones this request places or moves).
-    Returns (counter, placement calls made). The members' allocations are
-    read ``MEMBER_READS`` at a time.
+    """{host: members of the group there}, leaving out the servers in
+    ``not_counted`` (the ones this request places or moves). Returns
+    (counter, placement calls made).
+
+    A member whose instance records a host (set by the compute's claim) is
+    counted there: one query of the API database for the members' cells,
+    one per cell. Only the members in flight -- claimed by an earlier
+    request of the group but not yet built, so without a host in their cell
+    -- are read from **placement** (their allocations, ``MEMBER_READS`` at
+    a time), where that request's claim was written before it let go of
+    the lock. So the count costs a request the members still being built,
+    not the whole group: a burst of 100 members read every earlier member's
+    allocations, 5,000 placement reads in all.
     """
-    client = report.report_client_singleton()
     group = objects.InstanceGroup.get_by_uuid(context, group_uuid)
     members = [member for member in group.members or []
                if member not in not_counted]
+    recorded, failed = _recorded_hosts(context, members)
+    in_flight = [member for member in members
+                 if member not in recorded and member not in failed]
+    counts = collections.Counter(recorded.values())
+    if not in_flight:
+        return counts, 0
+    client = report.report_client_singleton()
 
     def providers_of(member):
         return list(client.get_allocs_for_consumer(
@@ -407,16 +422,44 @@ def members_per_host(context, group_uuid, not_counted):
     with futures.ThreadPoolExecutor(
             max_workers=MEMBER_READS,
             thread_name_prefix='nova-ext-members') as executor:
-        hosts_of_member = dict(zip(members,
-                                   executor.map(providers_of, members)))
+        hosts_of_member = dict(zip(in_flight,
+                                   executor.map(providers_of, in_flight)))
     providers = {uuid for uuids in hosts_of_member.values() for uuid in uuids}
     provider_host = _provider_hosts(context, client, providers,
                                     _provider_names)
-    counts = collections.Counter()
     for uuids in hosts_of_member.values():
         for host in {provider_host[u] for u in uuids if u in provider_host}:
             counts[host] += 1
-    return counts, len(members)
+    return counts, len(in_flight)
+
+
+def _recorded_hosts(context, members):
+    """({member: host} for the members whose instance records a host,
+    {members in cell0}): the members that failed to schedule hold nothing.
+    """
+    recorded, failed = {}, set()
+    if not members:
+        return recorded, failed
+    cells = {}
+    for mapping in objects.InstanceMappingList.get_by_instance_uuids(
+            context, members):
+        cell = mapping.cell_mapping if 'cell_mapping' in mapping else None
+        if cell is None:
+            continue  # not scheduled yet, or scheduled and not yet created
+        if cell.uuid == objects.CellMapping.CELL0_UUID:
+            failed.add(mapping.instance_uuid)
+            continue
+        cells.setdefault(cell.uuid, (cell, []))[1].append(
+            mapping.instance_uuid)
+    for cell, uuids in cells.values():
+        with nova_context.target_cell(context, cell) as cell_context:
+            instances = objects.InstanceList.get_by_filters(
+                cell_context, {'uuid': uuids, 'deleted': False},
+                expected_attrs=[])
+        for instance in instances:
+            if instance.host:
+                recorded[instance.uuid] = instance.host
+    return recorded, failed
 
 
 # Allocation reads in flight at once when a spread request counts its
