@@ -278,8 +278,9 @@ def start_cloud(args):
     hosts = ['cmp%d' % n for n in range(1, args.computes + 1)]
     racks = {'r%d' % (n // 2 + 1): tuple(hosts[n:n + 2])
              for n in range(0, len(hosts), 2)}
+    # the schedulers' options come with their first restart
     nova = system_cloud.LoopbackNova(
-        CONF_ON, computes=hosts, schedulers=args.schedulers,
+        '', computes=hosts, schedulers=args.schedulers,
         scheduler_workers=args.workers)
     nova.setUp()
     try:

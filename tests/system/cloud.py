@@ -13,7 +13,9 @@ placement with a static admin token (placement's ``noauth2``).
 
 import json
 import os
+import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -30,12 +32,14 @@ class LoopbackNova(fixtures.Fixture):
     COMPUTES = ('cmp1', 'cmp2')
 
     def __init__(self, nova_ext_conf='', computes=COMPUTES, schedulers=1,
-                 scheduler_workers=1):
+                 scheduler_workers=1, compute_conf=None):
         """``schedulers`` nova-scheduler processes, each with
         ``scheduler_workers`` workers ([scheduler] workers), and one
-        fake-driver nova-compute per name in ``computes``.
+        fake-driver nova-compute per name in ``computes``;
+        ``compute_conf``: {compute name: more nova.conf text for it}.
         """
         super().__init__()
+        self.compute_conf = compute_conf or {}
         self.nova_ext_conf = nova_ext_conf
         self.COMPUTES = tuple(computes)
         self.schedulers = schedulers
@@ -74,10 +78,18 @@ class LoopbackNova(fixtures.Fixture):
         processes.http_get('http://127.0.0.1:%d/' % self.placement_port)
         self.conductor = self._start('nova-conductor', 'conductor.log',
                                      '--config-file', self.conf)
-        self._start_schedulers()
+        self.scheduler = self._start('nova-scheduler', 'scheduler.log',
+                                     '--config-file', self.conf)
+        self.scheduler_processes = [self.scheduler]
+        for number in range(2, self.schedulers + 1):
+            conf = self._write('scheduler%d.conf' % number, self._nova_conf(
+                db=True, host='sch%d' % number))
+            self.scheduler_processes.append(self._start(
+                'nova-scheduler', 'scheduler%d.log' % number,
+                '--config-file', conf))
         for host in self.COMPUTES:
             conf = self._write('%s.conf' % host, self._nova_conf(
-                db=False, host=host))
+                db=False, host=host) + self.compute_conf.get(host, ''))
             self._start('nova-compute', '%s.log' % host, '--config-file',
                         conf)
         api_dir = os.path.join(self.dir, 'api')
@@ -90,41 +102,6 @@ class LoopbackNova(fixtures.Fixture):
             'OS_NOVA_CONFIG_DIR': api_dir, 'PORT': str(self.api_port)})
         processes.http_get('http://127.0.0.1:%d/' % self.api_port)
         self._discover_computes()
-
-    def _start_schedulers(self, plugin=True):
-        # the first one shares the controller's nova.conf (host ctl)
-        self.scheduler_processes = [self._start(
-            'nova-scheduler', 'scheduler.log', '--config-file',
-            self.conf if plugin else self._write('scheduler.conf', (
-                self._nova_conf(db=True, plugin=False))))]
-        self.scheduler = self.scheduler_processes[0]
-        for number in range(2, self.schedulers + 1):
-            conf = self._write('scheduler%d.conf' % number, self._nova_conf(
-                db=True, host='sch%d' % number, plugin=plugin))
-            self.scheduler_processes.append(self._start(
-                'nova-scheduler', 'scheduler%d.log' % number,
-                '--config-file', conf))
-
-    def restart_schedulers(self, nova_ext_conf, plugin=True):
-        """Every nova-scheduler stopped and started again with
-        ``nova_ext_conf`` in place of the nova.conf text it had, and
-        ``?plugin=nova_ext`` on its database URLs only if ``plugin``: the
-        same cloud with nova-ext's scheduler features switched on or off
-        (what ``nova-ext-manage configure [--undo]`` and a restart do).
-        Returns once each has started its workers.
-        """
-        for process in self.scheduler_processes:
-            process.stop()
-            # the new process logs to a fresh file: its start is told by
-            # its own lines
-            for path in (process.log_path, process.log_path + '.out'):
-                if os.path.exists(path):
-                    os.replace(path, path + '.before-restart')
-        self.nova_ext_conf = nova_ext_conf
-        self._start_schedulers(plugin)
-        for process in self.scheduler_processes:
-            process.wait_for_log('Starting scheduler node',
-                                 count=self.scheduler_workers)
 
     def _nova_conf(self, db, host='ctl', plugin=True):
         state = os.path.join(self.dir, 'state-' + host)
@@ -199,6 +176,58 @@ class LoopbackNova(fixtures.Fixture):
                 with open(os.path.join(self.dir, name)) as f:
                     text.append('==> %s <==\n%s' % (name, f.read()[-3000:]))
         return '\n'.join(text)
+
+    def restart_schedulers(self, extra_conf='', plugin=True):
+        """Stop every nova-scheduler process of the cloud and start as many
+        again, each with ``extra_conf`` appended to its nova.conf and
+        ``?plugin=nova_ext`` on its database URLs only if ``plugin`` (the
+        same cloud with nova-ext's scheduler hooks on or off, as
+        ``nova-ext-manage configure [--undo]`` and a restart leave it); the
+        rest of the cloud keeps running. Returns once every worker consumes
+        from the scheduler queue.
+        """
+        for process in self.scheduler_processes:
+            process.stop()
+        self.restarts = getattr(self, 'restarts', 0) + 1
+        self.scheduler_processes = []
+        for number in range(1, self.schedulers + 1):
+            name = 'scheduler%d.r%d' % (number, self.restarts)
+            conf = self._write(name + '.conf', self._nova_conf(
+                db=True, host='sch%d' % number, plugin=plugin) +
+                extra_conf + '\n')
+            self.scheduler_processes.append(self._start(
+                'nova-scheduler', name + '.log', '--config-file', conf))
+        self.wait_for_schedulers()
+
+    def wait_for_schedulers(self, timeout=180):
+        """Until every running nova-scheduler process consumes from the
+        ``scheduler`` queue (a request sent before would go to the first
+        one up only).
+        """
+        deadline = time.monotonic() + timeout
+        wanted = self.scheduler_workers * len(
+            [p for p in self.scheduler_processes
+             if p.process.poll() is None])
+        while True:
+            listed = subprocess.run(
+                ('rabbitmqctl', '-q', 'list_queues', '-p', self.vhost.name,
+                 'name', 'consumers'), capture_output=True, text=True,
+                timeout=60).stdout.split('\n')
+            consumers = [int(line.split()[1]) for line in listed
+                         if line.split()[:1] == ['scheduler']]
+            if consumers and consumers[0] >= wanted:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError('%s of %d schedulers consume from the '
+                                     'scheduler queue after %ds:\n%s' % (
+                                         consumers, wanted, timeout,
+                                         self.logs()))
+            time.sleep(1)
+
+    def scheduler_pids(self):
+        """The process ids of the nova-scheduler processes still running."""
+        return [p.process.pid for p in self.scheduler_processes
+                if p.process.poll() is None]
 
 
 def _repo_root():
