@@ -174,12 +174,17 @@ class Coordination(object):
             return None
         except NoAnswer as error:
             # the abandoned acquire still runs on this object: the next
-            # request of the group gets a fresh one
+            # request of the group gets a fresh one. A backend that does not
+            # answer is unavailable (tooz's redis driver retries a refused
+            # connection for ~55 s before it says so): refused or scheduled
+            # without the lock as configured, and left alone for
+            # spread_coordination_retry_seconds.
             self._forget_backend_lock(group_uuid, lock)
             LOG.warning("nova-ext: the coordination backend did not answer "
                         "the spread lock request of server group %s: %s",
                         group_uuid, error)
-            return None
+            with self._guard:
+                self._failed(self._url, error)
         except tenacity.RetryError:
             # tooz's SQL drivers raise it rather than return False when the
             # lock stays held: the group is busy, the backend is fine
@@ -244,8 +249,10 @@ START_TIMEOUT = 5
 
 # A healthy backend answers a lock request within its blocking timeout plus
 # one round trip; one that has not after this much more is stalled (a hung
-# TCP connection blocks a driver far beyond its timeout).
-ACQUIRE_MARGIN = 1
+# TCP connection blocks a driver far beyond its timeout) and is treated as
+# unavailable. Generous: a loaded scheduler must not take a slow answer for
+# an outage.
+ACQUIRE_MARGIN = 3
 
 
 class NoAnswer(TimeoutError):

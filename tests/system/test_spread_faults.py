@@ -370,9 +370,12 @@ class SpreadFaultsTest(testtools.TestCase):
         self.use_schedulers('\n'.join([
             '[nova_ext]',
             # tooz's redis driver retries a refused connection for about
-            # 55 s before it raises; a lock request bounded below that
-            # (the default 30 s) is abandoned as "timed out waiting for the
-            # spread lock" instead, and the backend is never marked down
+            # 55 s before it raises; meanwhile the burst's other requests
+            # queue on the group's in-process lock behind the one waiting
+            # for redis. Above 55 s each of them reaches the backend and is
+            # refused as unreachable; at the default 30 s they would fail
+            # "timed out waiting for the spread lock" (true, and no less
+            # safe, but not the fault this case shows)
             'spread_lock_timeout = 90',
             'coordination_backend_url = %s' % url,
             'spread_coordination_unavailable = refuse',
