@@ -301,12 +301,15 @@ file locks under ``[oslo_concurrency] lock_path``, which hold on one host only.
 """),
     cfg.IntOpt(
         'spread_lock_timeout',
-        default=30,
+        default=120,
         min=1,
         help="""
 Seconds one scheduling request waits for its server group's spread lock
 before failing with NoValidHost that says so. Requests of one group queue
-behind each other; unrelated groups never wait on each other.
+behind each other (a burst of N creates of one group waits N times the
+time one request holds the lock, often 0.1 to 1 s); unrelated groups never
+wait on each other. Nova's conductor waits for the scheduler up to
+``[DEFAULT] long_rpc_timeout`` (1800 s), not ``rpc_response_timeout``.
 """),
     cfg.StrOpt(
         'spread_coordination_unavailable',

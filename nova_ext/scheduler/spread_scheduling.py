@@ -58,6 +58,18 @@ LOCK_PREFIX = 'nova-ext-spread-'
 # {resource provider uuid: host}; a compute node's provider keeps its name
 _provider_names = {}
 
+# {member uuid: (host, monotonic time read)}: where placement said a member
+# in flight (claimed, no host recorded in its cell yet) is, kept by this
+# process for IN_FLIGHT_SECONDS. Such a member stays in the failure domains
+# it was claimed in until it records a host (a reschedule keeps them), so a
+# burst's requests read each member from placement once per process instead
+# of once per later request. A member whose build failed with no
+# reschedule keeps being counted until its entry ages out: counted too
+# often, never too little.
+_in_flight_hosts = {}
+IN_FLIGHT_SECONDS = 120
+IN_FLIGHT_KEPT = 10000
+
 
 class CoordinationUnavailable(Exception):
     """The coordination backend cannot be reached."""
@@ -306,6 +318,7 @@ def reset():
     global _coordination, _view_checked_in
     _coordination = Coordination()
     _provider_names.clear()
+    _in_flight_hosts.clear()
     _view_checked_in = None
 
 
@@ -415,9 +428,18 @@ def members_per_host(context, group_uuid, not_counted):
     members = [member for member in group.members or []
                if member not in not_counted]
     recorded, failed = _recorded_hosts(context, members)
-    in_flight = [member for member in members
-                 if member not in recorded and member not in failed]
     counts = collections.Counter(recorded.values())
+    fresh_after = time.monotonic() - IN_FLIGHT_SECONDS
+    in_flight = []
+    for member in members:
+        if member in recorded or member in failed:
+            _in_flight_hosts.pop(member, None)
+            continue
+        known = _in_flight_hosts.get(member)
+        if known is not None and known[1] > fresh_after:
+            counts[known[0]] += 1
+        else:
+            in_flight.append(member)
     if not in_flight:
         return counts, 0
     client = report.report_client_singleton()
@@ -434,9 +456,17 @@ def members_per_host(context, group_uuid, not_counted):
     providers = {uuid for uuids in hosts_of_member.values() for uuid in uuids}
     provider_host = _provider_hosts(context, client, providers,
                                     _provider_names)
-    for uuids in hosts_of_member.values():
-        for host in {provider_host[u] for u in uuids if u in provider_host}:
+    read_at = time.monotonic()
+    for member, uuids in hosts_of_member.items():
+        hosts = {provider_host[u] for u in uuids if u in provider_host}
+        for host in hosts:
             counts[host] += 1
+        if len(hosts) == 1:
+            _in_flight_hosts[member] = (hosts.pop(), read_at)
+    if len(_in_flight_hosts) > IN_FLIGHT_KEPT:
+        for member, (_host, when) in list(_in_flight_hosts.items()):
+            if when <= fresh_after:
+                _in_flight_hosts.pop(member, None)
     return counts, len(in_flight)
 
 
