@@ -423,6 +423,76 @@ class LostLock(StalledLock):
         raise RuntimeError('(2013, Lost connection to MySQL server)')
 
 
+class MembersCountTest(test.NoDBTestCase):
+    """Given a group whose members are built (a host in their cell), in
+    flight (claimed in placement, no host yet) or not yet scheduled, when
+    later requests count it, then the built ones come from their records,
+    each member in flight is read from placement once per process, and a
+    member with no claim yet is read again by every request.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.objects.InstanceGroup.get_by_uuid',
+            lambda cls, ctxt, uuid: objects.InstanceGroup(
+                uuid=uuid, members=[uuids.built, uuids.flying,
+                                    uuids.waiting])))
+        self.recorded = {uuids.built: 'h1'}
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.scheduler.spread_scheduling._recorded_hosts',
+            lambda ctxt, members: (
+                {m: h for m, h in self.recorded.items() if m in members},
+                set())))
+        self.allocations = {uuids.flying: {uuids.rp2: {}}}
+        self.reads = []
+
+        def allocations_of(ctxt, consumer):
+            self.reads.append(consumer)
+            return {'allocations': self.allocations.get(consumer, {})}
+
+        client = types.SimpleNamespace(get_allocs_for_consumer=allocations_of)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.client.report.report_client_singleton',
+            lambda: client))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.scheduler.spread_scheduling._provider_hosts',
+            lambda ctxt, client, providers, cache: {
+                uuids.rp2: 'h2', uuids.rp3: 'h3'}))
+        spread_scheduling.reset()
+        self.addCleanup(spread_scheduling.reset)
+
+    def count(self):
+        counts, _calls = spread_scheduling.members_per_host(
+            None, uuids.group, set())
+        return dict(counts)
+
+    def test_members_in_flight_are_read_once_and_built_ones_never(self):
+        self.assertEqual({'h1': 1, 'h2': 1}, self.count())
+        self.assertEqual({uuids.flying, uuids.waiting}, set(self.reads))
+        del self.reads[:]
+        # the waiting member is claimed meanwhile (by another scheduler)
+        self.allocations[uuids.waiting] = {uuids.rp3: {}}
+        self.assertEqual({'h1': 1, 'h2': 1, 'h3': 1}, self.count())
+        self.assertEqual([uuids.waiting], self.reads)
+
+    def test_a_recorded_host_wins_over_what_placement_said(self):
+        self.count()
+        # built on the host of its claim's domain: its record counts
+        self.recorded[uuids.flying] = 'h2b'
+        self.assertEqual({'h1': 1, 'h2b': 1}, self.count())
+        self.assertNotIn(uuids.flying, spread_scheduling._in_flight_hosts)
+
+    def test_what_placement_said_ages_out(self):
+        self.count()
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.scheduler.spread_scheduling.IN_FLIGHT_SECONDS', 0))
+        del self.allocations[uuids.flying]  # failed, claims given back
+        del self.reads[:]
+        self.assertEqual({'h1': 1}, self.count())
+        self.assertIn(uuids.flying, self.reads)
+
+
 class LostLockTest(test.NoDBTestCase):
     """Given the backend lost the group's lock while a request held it,
     when the request ends, then placement is counted again: the request's
