@@ -10,6 +10,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,8 @@ def measured(argv=None):
         'date': datetime.datetime.now(datetime.timezone.utc).strftime(
             '%Y-%m-%dT%H:%MZ'),
         'commit': _commit(),
-        'command': ' '.join(['python', os.path.relpath(
+        # quoted as a shell would need it: '--shapes "spread fits"'
+        'command': shlex.join(['python', os.path.relpath(
             os.path.abspath(argv[0]), TOP)] + list(argv[1:])),
         'machine': {'cpus': os.cpu_count(),
                     'python': platform.python_version(),

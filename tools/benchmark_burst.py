@@ -72,8 +72,7 @@ CONF_ON = '\n'.join([
     'nova_ext.scheduler.weights.all_weighers'])
 SHAPES = ('spread fits', 'spread refuses K', '10 groups', 'no group')
 POLL_SECONDS = 0.5
-LOG_LINE = re.compile(r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) \d+ \w+ '
-                      r'\S+ \[[^\]]*?(req-[0-9a-f-]{36})')
+COUNT_LINE = re.compile(r'server group \S+ counted from placement in (\d+) ms')
 LOCK_LINE = re.compile(r'spread lock of server group \S+: waited (\d+) ms, '
                        r'held (\d+) ms')
 
@@ -175,7 +174,7 @@ class Bench(object):
             _reason(s.get('fault', {}).get('message', ''))
             for s in servers.values() if s['status'] == 'ERROR')
         violations = self.violations(creates, servers, spread)
-        requests, waits, holds = self.scheduler_figures(log_marks)
+        waits, holds, counts = self.scheduler_figures(log_marks)
         self.delete(list(servers.values()))
         return {
             'shape': shape, 'burst': size, 'nova_ext': spread,
@@ -188,8 +187,7 @@ class Bench(object):
             'errors': dict(errors),
             'violations': violations,
             'over_quota': max(0, len(active) - size),
-            'scheduler_ms_p50': _ms(percentile(requests, 0.5)),
-            'scheduler_ms_p99': _ms(percentile(requests, 0.99)),
+            'count_ms_p50': percentile(counts, 0.5),
             'lock_wait_ms_p50': percentile(waits, 0.5),
             'lock_wait_ms_p99': percentile(waits, 0.99),
             'lock_hold_ms_p50': percentile(holds, 0.5),
@@ -232,40 +230,27 @@ class Bench(object):
                 for process in self.nova.scheduler_processes}
 
     def scheduler_figures(self, marks):
-        """Per scheduling request: seconds from its first to its last
-        nova-scheduler log line; nova-ext's lock waits and holds (ms).
+        """nova-ext's debug lines in nova-scheduler's logs since ``marks``:
+        per spread request, the lock's wait and hold and the group count's
+        time (ms). With nova-ext off there are none.
         """
-        first, last = {}, {}
-        scheduled = set()
-        waits, holds = [], []
+        waits, holds, counts = [], [], []
         for path, offset in marks.items():
             with open(path, errors='replace') as f:
                 f.seek(offset)
                 for line in f:
-                    match = LOG_LINE.match(line)
-                    if not match:
-                        continue
-                    when = time.mktime(time.strptime(
-                        match.group(1)[:19], '%Y-%m-%d %H:%M:%S')) + float(
-                            '0' + match.group(1)[19:])
-                    request = match.group(2)
-                    first.setdefault(request, when)
-                    last[request] = when
-                    if 'Starting to schedule for instances' in line:
-                        scheduled.add(request)
                     lock = LOCK_LINE.search(line)
                     if lock:
                         waits.append(int(lock.group(1)))
                         holds.append(int(lock.group(2)))
-        return ([last[r] - first[r] for r in scheduled], waits, holds)
+                    count = COUNT_LINE.search(line)
+                    if count:
+                        counts.append(int(count.group(1)))
+        return waits, holds, counts
 
 
 def _size(path):
     return os.path.getsize(path) if os.path.exists(path) else 0
-
-
-def _ms(seconds):
-    return None if seconds is None else round(seconds * 1000)
 
 
 def _reason(message):
@@ -372,7 +357,7 @@ def main(argv=None):
                                   on['over_quota'], on['errors']))
     print('%-17s %5s %9s %9s %7s %8s %8s %14s %10s %10s' % (
         'shape', 'burst', 'off wall', 'on wall', 'on/off', 'on p50',
-        'on p99', 'ACTIVE/ERROR', 'lock wait', 'sched p50'))
+        'on p99', 'ACTIVE/ERROR', 'lock wait', 'lock hold'))
     for row in rows:
         on = row['on']
         print('%-17s %5d %8.1fs %8.1fs %7.2f %7.1fs %7.1fs %6d/%-7d '
@@ -382,8 +367,8 @@ def main(argv=None):
                   on['active'], on['error'],
                   '--' if on['lock_wait_ms_p99'] is None
                   else '%dms' % on['lock_wait_ms_p99'],
-                  '--' if on['scheduler_ms_p50'] is None
-                  else '%dms' % on['scheduler_ms_p50']))
+                  '--' if on['lock_hold_ms_p50'] is None
+                  else '%dms' % on['lock_hold_ms_p50']))
     if args.json:
         bench_json.write(args.json, {
             'cloud': {'computes': args.computes,

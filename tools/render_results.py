@@ -238,11 +238,10 @@ def burst():
                 '--' if on['lock_wait_ms_p99'] is None
                 else '%s / %s' % (number(on['lock_wait_ms_p50']),
                                   number(on['lock_wait_ms_p99'])),
-                '%s / %s' % (number(off['scheduler_ms_p50']),
-                             number(on['scheduler_ms_p50']))])
+                number(on['lock_hold_ms_p50'])])
     return table(['shape', 'burst', 'off s', 'on s', 'on/off',
                   'on p50 / p99 s', 'ACTIVE / ERROR', 'violations',
-                  'lock wait p50 / p99 ms', 'sched. ms off / on'],
+                  'lock wait p50 / p99 ms', 'lock hold p50 ms'],
                  rows) + provenance(documents)
 
 
