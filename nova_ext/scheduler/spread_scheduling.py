@@ -421,8 +421,9 @@ def members_per_host(context, group_uuid, not_counted):
     -- are read from **placement** (their allocations, ``MEMBER_READS`` at
     a time), where that request's claim was written before it let go of
     the lock. So the count costs a request the members still being built,
-    not the whole group: a burst of 100 members read every earlier member's
-    allocations, 5,000 placement reads in all.
+    not the whole group (every member's allocations read by every request
+    would be about 5,000 placement reads for a burst of 100, all under the
+    group's lock).
     """
     group = objects.InstanceGroup.get_by_uuid(context, group_uuid)
     members = [member for member in group.members or []
