@@ -44,8 +44,12 @@ import socket
 import sys
 
 from oslo_config import cfg
+from oslo_db import exception as db_exception
 from oslo_log import log as logging
+from sqlalchemy import exc as sqlalchemy_exc
 from stevedore import driver as stevedore_driver
+
+from nova import exception
 
 from nova_ext import conf as ext_conf
 from nova_ext import upstream
@@ -144,11 +148,26 @@ def process_host(conf=CONF):
         return socket.gethostname()
 
 
+class QuotaUnavailable(exception.TooManyInstances):
+    """A quota check that could not read its database: the request is
+    refused as over quota would be (HTTP 403 from nova-api, the server in
+    ERROR with this fault after nova-conductor's recheck), never let past
+    a limit nobody could read.
+    """
+    msg_fmt = ('Quota could not be checked, so the request is refused: '
+               '%(error)s')
+
+
 @contextlib.contextmanager
 def _one_check():
     token = _memo.set({})
     try:
         yield
+    except (db_exception.DBError, sqlalchemy_exc.SQLAlchemyError) as error:
+        LOG.error('nova-ext: quota check failed on its database, request '
+                  'refused: %s', error)
+        raise QuotaUnavailable(error='%s: %s' % (
+            type(error).__name__, str(error).splitlines()[0][:200]))
     finally:
         _memo.reset(token)
 

@@ -200,6 +200,56 @@ class ConductorRecheckTest(QuotaTestCase):
                       server['fault']['message'])
 
 
+class QuotaDatabaseUnreachableTest(QuotaTestCase):
+    """Given a gpu limit, when nova-ext's quota database cannot be reached
+    (``[nova_ext_database] connection`` to a server that refuses), then
+    nova-api refuses creates with a 403 saying the quota could not be
+    checked and nothing is created; a server whose recheck in
+    nova-conductor cannot read it ends in ERROR with the same reason.
+    """
+
+    UNREACHABLE = 'mysql+pymysql://nova:secret@127.0.0.1:1/nova_ext'
+
+    def setUp(self):
+        super().setUp()
+        self.quota('quota', 'set', '--project', self.project,
+                   '--class', 'gpu', '--instances', '1')
+        # one quick try: oslo.db's default retries a refused connection for
+        # 100 s when it builds the engine
+        self.flags(max_retries=1, retry_interval=1,
+                   group='nova_ext_database')
+
+    def unreachable(self):
+        self.flags(connection=self.UNREACHABLE, group='nova_ext_database')
+
+    def test_create_refused_with_the_reason(self):
+        self.unreachable()
+        self.assertForbidden(self.gpu_small, 'Quota could not be checked, '
+                             'so the request is refused: DBConnectionError')
+        self.assertEqual([], self.api.get_servers(detail=False))
+
+    def test_recheck_that_cannot_read_fails_the_build(self):
+        real = scheduler_manager.SchedulerManager.select_destinations
+
+        def database_lost(manager, *args, **kwargs):
+            self.unreachable()
+            return real(manager, *args, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.manager.SchedulerManager.select_destinations',
+            database_lost))
+        # the embedded cloud runs the conductor inside the API call (see
+        # ConductorRecheckTest)
+        self.assertRaises(client.OpenStackApiException, self.boot, 'lost',
+                          self.gpu_small)
+        [server] = self.api.get_servers(detail=False)
+        self.api.microversion = '2.95'
+        server = self.api.get_server(server['id'])
+        self.assertEqual('ERROR', server['status'])
+        self.assertIn('Quota could not be checked',
+                      server['fault']['message'])
+
+
 class TwoCellsTest(QuotaTestCase):
     NUMBER_OF_CELLS = 2
     HOSTS = ['host1', 'host2']
