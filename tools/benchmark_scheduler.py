@@ -641,6 +641,18 @@ def profile_summary(profiler):
             for category, seconds in totals.most_common()]
 
 
+def set_request_view(configs, aggregates, group):
+    """What +nova-ext's requests read (schedule() opens a request with
+    them): nova-scheduler's HostManager (its filters, its aggregates), and
+    the members as placement counts them inside the group's lock.
+    """
+    configs['nova-ext']['view'] = types.SimpleNamespace(
+        enabled_filters=configs['nova-ext']['filters'],
+        aggs_by_id={aggregate.id: aggregate for aggregate in aggregates})
+    configs['nova-ext']['members'] = None if group is None else (
+        group.counted())
+
+
 def run_size(num_hosts, args, configs, filter_handler, weight_handler,
              api_database=None):
     rng = random.Random(args.seed + num_hosts)
@@ -649,14 +661,7 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
     host_states, aggregates = build_fleet(num_hosts, rng, images)
     group = None if args.no_group else Group(host_states, rng,
                                              args.members_on_hosts)
-    # what nova-ext reads of nova-scheduler's HostManager (its filters, its
-    # aggregates), and the members as placement counts them inside the
-    # group's lock
-    configs['nova-ext']['view'] = types.SimpleNamespace(
-        enabled_filters=configs['nova-ext']['filters'],
-        aggs_by_id={aggregate.id: aggregate for aggregate in aggregates})
-    configs['nova-ext']['members'] = None if group is None else (
-        group.counted())
+    set_request_view(configs, aggregates, group)
     DATABASE.load(host_states, aggregates)
     if api_database is not None:
         api_database.load(aggregates)

@@ -104,6 +104,7 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler):
     host_states, racks = bench.build_fleet(num_hosts, rng, images)
     aggregates = add_rows_and_feeds(host_states, racks)
     group = bench.Group(host_states, rng, args.members_on_hosts)
+    bench.set_request_view(configs, aggregates, group)
     bench.DATABASE.load(host_states, aggregates)
     heartbeat = fleet.Heartbeat(host_states)
     candidates = host_states[:args.max_placement_results or None]
