@@ -270,15 +270,7 @@ def start_cloud(args):
     nova.setUp()
     try:
         bench = Bench(nova, racks, None)
-        for rack, members in racks.items():
-            aggregate = bench.call('POST', '/os-aggregates', {'aggregate': {
-                'name': 'agg-' + rack}})['aggregate']['id']
-            bench.call('POST', '/os-aggregates/%s/action' % aggregate, {
-                'set_metadata': {'metadata': {
-                    'nova_ext:failure_domain:rack': rack}}})
-            for host in members:
-                bench.call('POST', '/os-aggregates/%s/action' % aggregate,
-                           {'add_host': {'host': host}})
+        nova.make_racks(racks)
         bench.call('PUT', '/os-quota-sets/admin', {'quota_set': {
             'cores': -1, 'ram': -1, 'server_groups': -1,
             'server_group_members': -1}})

@@ -169,6 +169,27 @@ class LoopbackNova(fixtures.Fixture):
             except ValueError:
                 return error.code, {'raw': data.decode(errors='replace')}
 
+    def make_racks(self, racks):
+        """One host aggregate per rack of ``racks`` ({rack: hosts}), with
+        ``nova_ext:failure_domain:rack`` set, through the REST API.
+        """
+        def call(path, body):
+            status, answer = self.request('POST', path, body)
+            if status >= 300:
+                raise AssertionError(
+                    'POST %s: %d %s' % (path, status, answer))
+            return answer
+
+        for rack, hosts in racks.items():
+            aggregate = call('/os-aggregates', {'aggregate': {
+                'name': 'agg-' + rack}})['aggregate']['id']
+            call('/os-aggregates/%s/action' % aggregate, {
+                'set_metadata': {'metadata': {
+                    'nova_ext:failure_domain:rack': rack}}})
+            for host in hosts:
+                call('/os-aggregates/%s/action' % aggregate,
+                     {'add_host': {'host': host}})
+
     def logs(self):
         text = []
         for name in sorted(os.listdir(self.dir)):

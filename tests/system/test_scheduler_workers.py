@@ -65,15 +65,7 @@ class SchedulerWorkerRespawnTest(testtools.TestCase):
 
     def test_replaced_workers_know_the_racks(self):
         # Given racks made while the scheduler runs
-        for rack, hosts in RACKS.items():
-            aggregate = self.call('POST', '/os-aggregates', {'aggregate': {
-                'name': 'agg-' + rack}})['aggregate']['id']
-            self.call('POST', '/os-aggregates/%s/action' % aggregate, {
-                'set_metadata': {'metadata': {
-                    'nova_ext:failure_domain:rack': rack}}})
-            for host in hosts:
-                self.call('POST', '/os-aggregates/%s/action' % aggregate,
-                          {'add_host': {'host': host}})
+        self.cloud.make_racks(RACKS)
         # When both workers die and the parent forks new ones
         parent = self.cloud.scheduler.process.pid
         workers = self.wait_for_workers(parent, 2, set())

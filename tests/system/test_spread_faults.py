@@ -112,15 +112,7 @@ class SpreadFaultsTest(testtools.TestCase):
     @classmethod
     def _prepare(cls):
         call = cls._call
-        for rack, hosts in RACKS.items():
-            aggregate = call('POST', '/os-aggregates', {'aggregate': {
-                'name': 'agg-' + rack}})['aggregate']['id']
-            call('POST', '/os-aggregates/%s/action' % aggregate, {
-                'set_metadata': {'metadata': {
-                    'nova_ext:failure_domain:rack': rack}}})
-            for host in hosts:
-                call('POST', '/os-aggregates/%s/action' % aggregate,
-                     {'add_host': {'host': host}})
+        cls.cloud.make_racks(RACKS)
         call('PUT', '/os-quota-sets/admin', {'quota_set': {
             'instances': -1, 'cores': -1, 'ram': -1}})
         cls.flavor = call('POST', '/flavors', {'flavor': {

@@ -53,15 +53,7 @@ class SpreadRaceTest(testtools.TestCase):
         self.addOnException(lambda exc_info: self.addDetail(
             'service logs', testtools.content.text_content(
                 self.cloud.logs())))
-        for rack, hosts in RACKS.items():
-            aggregate = self.call('POST', '/os-aggregates', {'aggregate': {
-                'name': 'agg-' + rack}})['aggregate']['id']
-            self.call('POST', '/os-aggregates/%s/action' % aggregate, {
-                'set_metadata': {'metadata': {
-                    'nova_ext:failure_domain:rack': rack}}})
-            for host in hosts:
-                self.call('POST', '/os-aggregates/%s/action' % aggregate,
-                          {'add_host': {'host': host}})
+        self.cloud.make_racks(RACKS)
         # four bursts of 20: Nova's default quota (10 instances) is not
         # what is under test
         self.call('PUT', '/os-quota-sets/admin', {'quota_set': {
