@@ -65,6 +65,9 @@ class Plugin(CreateEnginePlugin):
                              name='nova-ext-activation').start()
 
 
+# (host, binary, pid) activations this process has recorded in the API
+# database: each once per process (a handful: the process's binaries);
+# forgotten by forget_recorded()
 _recorded = set()
 _record_lock = threading.Lock()
 

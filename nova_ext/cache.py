@@ -13,14 +13,12 @@ whoever needs "a fresh process" -- the sandbox and the tests that start
 several clouds in one process -- calls :func:`forget_all` once instead of
 knowing each module's private state.
 
-Where there is no cloud to ask (``nova-ext-manage simulate``), a
-:class:`Model` answers those lookups instead: :func:`answered_by` puts one
-in place for the duration, the one seam through which the simulator feeds
-nova-ext's plugins (and :func:`forget_all` takes it away). A model is
-always current, so nothing is remembered meanwhile.
+The lookups themselves belong to the module that asks
+(:mod:`nova_ext.scheduler.cloud` for the scheduler plugins' questions,
+:mod:`nova_ext.quota.per_flavor` for the quota driver's); this module
+only says how an answer is kept.
 """
 
-import contextlib
 import threading
 import time
 
@@ -51,80 +49,10 @@ def forget_all():
         reset()
 
 
-class Model:
-    """What nova-ext's scheduler plugins ask a cloud, answered from a model
-    of one (the simulator's). Each method stands for one lookup; the
-    plugin named asks it instead of the database or service named.
-    """
-
-    def aggregates_with_key(self, key):
-        """The ``objects.Aggregate`` objects whose metadata has ``key``
-        (API database, ``AggregateList.get_by_metadata_key``; the
-        host_class and failure_domain request filters).
-        """
-        raise NotImplementedError
-
-    def image_properties(self, image_id):
-        """Image ``image_id``'s properties, all of them (glance; the
-        host_class request filter).
-        """
-        raise NotImplementedError
-
-    def hosts_running_image(self, image_id):
-        """Names of the hosts running an instance of ``image_id`` (the cell
-        databases; ImageLocalityWeigher).
-        """
-        raise NotImplementedError
-
-    def trait_exists(self, trait):
-        """Whether placement knows ``trait`` (placement ``GET /traits``;
-        the maintenance request filter).
-        """
-        raise NotImplementedError
-
-    def domains_at_level(self, level):
-        """``{host: set of domains}`` at failure-domain ``level`` (API
-        database; FailureDomainAntiAffinityFilter and
-        FailureDomainSpreadWeigher for hosts that are not candidates).
-        """
-        raise NotImplementedError
-
-
-_model = None
-
-
-def model():
-    """The :class:`Model` answering plugins' lookups, or None: the cloud."""
-    return _model
-
-
-@contextlib.contextmanager
-def answered_by(replacement):
-    """Plugins' lookups answered by the :class:`Model` ``replacement``, and
-    not remembered, for the duration; then the cloud (or the model in
-    place before) again.
-    """
-    global _model
-    earlier = _model
-    _model = replacement
-    try:
-        yield replacement
-    finally:
-        _model = earlier
-
-
-def _forget_model():
-    global _model
-    _model = None
-
-
-register_reset(_forget_model)
-
-
 class TTLLookup:
     """``get(key, compute)`` returns ``compute(key)``, remembered for
-    ``[nova_ext] <ttl_option>`` seconds (0, or a :class:`Model` in place:
-    not remembered).
+    ``[nova_ext] <ttl_option>`` seconds (0: not remembered), at most
+    ``maxsize`` keys.
     """
 
     # how many TTLs an answer is kept for
@@ -143,7 +71,7 @@ class TTLLookup:
 
     def _current_cache(self):
         ttl = self._ttl()
-        if ttl <= 0 or _model is not None:
+        if ttl <= 0:
             return None
         kept_for = ttl * self._kept_for_ttls
         if self._cache is None or self._cache.ttl != kept_for:
@@ -178,15 +106,14 @@ class RefreshAheadLookup(TTLLookup):
     still serves while one background thread asks again, so no request
     waits for the database but the first for a key. An answer is never
     used once twice the TTL old (the background asks failed, or no request
-    came): the next request asks itself. 0, or a :class:`Model` in place:
-    not remembered.
+    came): the next request asks itself.
 
     For answers that steer a preference, where one a few seconds older is
     as good (which hosts have an image cached): a request that waits for a
     database round trip there pays more than the preference is worth.
     Every RefreshAheadLookup of the process asks through one background
     thread, one question at a time: a burst of expiries cannot flood the
-    database.
+    database. 0: not remembered.
     """
 
     # {key: (answer, when it was asked)}, dropped at twice the TTL

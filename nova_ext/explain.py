@@ -49,11 +49,12 @@ from nova.scheduler import utils as scheduler_utils
 from nova_ext import configure
 from nova_ext import errors
 from nova_ext.scheduler import aggregate_keys
+from nova_ext.scheduler import cloud
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler.filters import failure_domain as ext_filter
+from nova_ext.scheduler import group_members
 from nova_ext.scheduler import request_filters as ext_request_filters
 from nova_ext.scheduler import scheduling_request
-from nova_ext.scheduler import spread_scheduling
 from nova_ext.scheduler import weights as ext_weights
 from nova_ext import upstream
 
@@ -579,9 +580,10 @@ def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
         result['current_host'] = _current_host(ctxt, spec.instance_uuid)
     servers = [spec.instance_uuid] + [
         uuidutils.generate_uuid() for _ in range(spec.num_instances - 1)]
+    live = cloud.LiveCloud()
     with scheduling_request.opened(
-            spec, servers, host_manager,
-            members=_members(ctxt, spec, servers)) as request:
+            spec, servers, host_manager, live,
+            members=_members(ctxt, live, spec, servers)) as request:
         _explain(ctxt, spec, host_manager, placement, conf, result, servers)
         if result['no_valid_host'] and request.why_no_host:
             # nova-ext's reason whole here; the server's fault would keep
@@ -592,18 +594,17 @@ def explain(ctxt, spec, host_manager=None, placement=None, stored=False):
     return result
 
 
-def _members(ctxt, spec, servers):
+def _members(ctxt, live, spec, servers):
     """Where the request's group's members are, as the scheduler counts
-    them inside the group's spread lock (from placement, the request's
-    servers left out); None (the conductor's view) without a group or with
-    ``[nova_ext] spread_serialize_groups = False``.
+    them in the group's turn (the request's servers left out); None (the
+    conductor's view) without a group or with ``[nova_ext]
+    spread_serialize_groups = False``.
     """
     group = spec.instance_group if 'instance_group' in spec else None
     if group is None or not CONF.nova_ext.spread_serialize_groups:
         return None
-    members, _calls = spread_scheduling.members_per_host(
-        ctxt, group.uuid, set(servers))
-    return members
+    return group_members.per_host(live.group_members(ctxt, group.uuid),
+                                  set(servers))
 
 
 def _current_host(ctxt, server_uuid):

@@ -55,7 +55,7 @@ INTERNALS = (
              None,
              'no hook spans one scheduling request from the pre-filters to '
              'the claims: nova-ext opens its SchedulingRequest around it '
-             '(nova_ext.scheduler.spread_scheduling; Nova\'s RPC decorator '
+             '(nova_ext.scheduler.nova_patches; Nova\'s RPC decorator '
              'hides the signature)'),
     Internal('nova.scheduler.host_manager.HostManager.update_aggregates',
              '(self, aggregates)',
@@ -72,11 +72,19 @@ INTERNALS = (
              '(self, context, spec_obj, instance_uuids, '
              'alloc_reqs_by_rp_uuid, provider_summaries, '
              'allocation_request_version=None, return_alternates=False)',
-             'a spread group\'s lock is held from the members\' count to '
-             'the claims, not around placement\'s query: this is Nova\'s '
-             'filter, weigh and claim loop, wrapped '
-             '(nova_ext.scheduler.spread_scheduling); the property tests run '
+             'a spread group\'s turn holds its lock from the members\' '
+             'count to the claims, not around placement\'s query: this is '
+             'Nova\'s filter, weigh and claim loop, wrapped '
+             '(nova_ext.scheduler.nova_patches); the property tests run '
              'it on model clusters'),
+    Internal('nova.scheduler.utils.claim_resources',
+             '(ctx, client, spec_obj, instance_uuid, alloc_req, '
+             'allocation_request_version=None)',
+             'what _schedule calls for each claim: in a spread group\'s '
+             'turn, the host is reserved for the server first, so that the '
+             'turn\'s next decision counts it, and refused when the turn\'s '
+             'later reservations made it illegal (nova_ext.scheduler.'
+             'spread_requests.claim); Nova then tries its next host'),
     Internal('nova.scheduler.manager.SchedulerManager._get_sorted_hosts',
              '(self, spec_obj, host_states, index)',
              'the simulator and "nova-ext-manage explain" run Nova\'s real '

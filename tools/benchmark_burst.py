@@ -30,14 +30,19 @@ client threads; it ends when every server is ACTIVE or ERROR. Per server:
 the time from its POST to the first poll (every 0.5 s) that saw it
 settled; per burst: the wall time from the first POST to the last server
 settled; a burst of 4 per scheduler worker, untimed, warms each mode's
-new processes first. From the schedulers' debug logs: each scheduling
-request's time (its first to its last log line in nova-scheduler) and
-nova-ext's spread lock wait and hold per request. After each burst the
-servers are counted per rack and group against the maximum (violations)
-and against the project's instance quota (set to N), then deleted.
+new processes first. From the schedulers' debug logs (nova-ext's own
+lines): each spread request's wait for its group's turn, and each turn's
+requests, hold of the group's lock and count of the members. After each
+burst the servers are counted per rack and group against the maximum
+(violations) and against the project's instance quota (set to N), then
+deleted.
 
-The result per shape is on/off of the wall time: the goal is at most 1.3
-for a burst of 100 creates of one spread group that fits.
+The result per shape is on/off of the wall time, with the longest wait of
+a member for its turn as a share of the burst's wall time and the lock's
+hold per member (a turn's hold over its requests). The goals: a burst of
+300 creates of one spread group that fits at most 1.15 times the wall time
+without nova-ext, no member waiting more than 20 % of it, and a hold per
+member that does not grow with the group's size.
 """
 
 import argparse
@@ -46,7 +51,10 @@ import concurrent.futures
 import math
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,8 +80,11 @@ CONF_ON = '\n'.join([
     'nova_ext.scheduler.weights.all_weighers'])
 SHAPES = ('spread fits', 'spread refuses K', '10 groups', 'no group')
 POLL_SECONDS = 0.5
-COUNT_LINE = re.compile(r'server group \S+ counted from placement in (\d+) ms')
-LOCK_LINE = re.compile(r'spread lock of server group \S+: waited (\d+) ms, '
+WAIT_LINE = re.compile(r'server group \S+: waited (\d+) ms for its turn')
+TURN_LINE = re.compile(r'spread lock of server group \S+: a turn of (\d+) '
+                       r'requests held it (\d+) ms \(count (\d+) ms\)')
+# nova-ext before turns (--before): one lock hold per request
+HOLD_LINE = re.compile(r'spread lock of server group \S+: waited (\d+) ms, '
                        r'held (\d+) ms')
 
 
@@ -174,8 +185,9 @@ class Bench(object):
             _reason(s.get('fault', {}).get('message', ''))
             for s in servers.values() if s['status'] == 'ERROR')
         violations = self.violations(creates, servers, spread)
-        waits, holds, counts = self.scheduler_figures(log_marks)
+        waits, turns = self.scheduler_figures(log_marks)
         self.delete(list(servers.values()))
+        in_turns = sum(requests for requests, _hold, _count in turns)
         return {
             'shape': shape, 'burst': size, 'nova_ext': spread,
             'wall_s': round(wall, 2),
@@ -187,10 +199,19 @@ class Bench(object):
             'errors': dict(errors),
             'violations': violations,
             'over_quota': max(0, len(active) - size),
-            'count_ms_p50': percentile(counts, 0.5),
+            'turns': len(turns),
+            'requests_per_turn_max': max(
+                (requests for requests, _hold, _count in turns), default=None),
+            'count_ms_p50': percentile([c for _r, _h, c in turns], 0.5),
             'lock_wait_ms_p50': percentile(waits, 0.5),
             'lock_wait_ms_p99': percentile(waits, 0.99),
-            'lock_hold_ms_p50': percentile(holds, 0.5),
+            'lock_wait_ms_max': max(waits, default=None),
+            'lock_wait_share_max': (round(max(waits) / 1000.0 / wall, 3)
+                                    if waits else None),
+            'turn_hold_ms_p50': percentile([h for _r, h, _c in turns], 0.5),
+            'hold_ms_per_member': (
+                round(sum(h for _r, h, _c in turns) / in_turns, 1)
+                if in_turns else None),
         }
 
     def violations(self, creates, servers, spread):
@@ -231,22 +252,26 @@ class Bench(object):
 
     def scheduler_figures(self, marks):
         """nova-ext's debug lines in nova-scheduler's logs since ``marks``:
-        per spread request, the lock's wait and hold and the group count's
-        time (ms). With nova-ext off there are none.
+        ([each spread request's wait for its turn, ms], [(requests, lock
+        hold ms, count ms) of each turn]). With nova-ext off there are
+        none.
         """
-        waits, holds, counts = [], [], []
+        waits, turns = [], []
         for path, offset in marks.items():
             with open(path, errors='replace') as f:
                 f.seek(offset)
                 for line in f:
-                    lock = LOCK_LINE.search(line)
-                    if lock:
-                        waits.append(int(lock.group(1)))
-                        holds.append(int(lock.group(2)))
-                    count = COUNT_LINE.search(line)
-                    if count:
-                        counts.append(int(count.group(1)))
-        return waits, holds, counts
+                    wait = WAIT_LINE.search(line)
+                    if wait:
+                        waits.append(int(wait.group(1)))
+                    turn = TURN_LINE.search(line)
+                    if turn:
+                        turns.append(tuple(map(int, turn.groups())))
+                    hold = HOLD_LINE.search(line)
+                    if hold:
+                        waits.append(int(hold.group(1)))
+                        turns.append((1, int(hold.group(2)), 0))
+        return waits, turns
 
 
 def _size(path):
@@ -257,6 +282,17 @@ def _reason(message):
     """A fault message without its uuids and numbers: one key per kind."""
     return re.sub(r'[0-9a-f]{8}-[0-9a-f-]{27}', '<uuid>',
                   re.sub(r'\([^)]*\)', '', message))[:160]
+
+
+def checkout(ref):
+    """A temporary directory holding ``nova_ext`` as it was at git ``ref``
+    (the schedulers of the "before" mode run it, first on their path).
+    """
+    target = tempfile.mkdtemp(prefix='nova-ext-before-')
+    archive = subprocess.run(['git', '-C', TOP, 'archive', ref, 'nova_ext'],
+                             check=True, capture_output=True).stdout
+    subprocess.run(['tar', '-x', '-C', target], input=archive, check=True)
+    return target
 
 
 def start_cloud(args):
@@ -297,46 +333,61 @@ def main(argv=None):
     parser.add_argument('--schedulers', type=int, default=2)
     parser.add_argument('--workers', type=int, default=2,
                         help='workers per nova-scheduler (default 2)')
+    parser.add_argument('--before', metavar='REF',
+                        help="also run every burst with the schedulers on "
+                             "nova-ext as it was at git REF (a commit of "
+                             "this repository), between off and on")
     parser.add_argument('--json', metavar='PATH',
                         help='also write the figures as JSON')
     args = parser.parse_args(argv)
 
+    before = checkout(args.before) if args.before else None
+    modes = [('off', None)] + ([('before', before)] if before else []) + [
+        ('on', None)]
     nova, bench = start_cloud(args)
     results = []
     try:
-        for spread in (False, True):
+        for mode, code in modes:
+            spread = mode != 'off'
             nova.restart_schedulers(CONF_ON if spread else CONF_OFF,
-                                    plugin=spread)
+                                    plugin=spread, code=code)
             # untimed: every new worker's first requests (its host states,
             # its connections) and the computes' first builds
-            bench.burst('warm%d' % spread, 'spread fits',
+            bench.burst('warm' + mode, 'spread fits',
                         4 * args.schedulers * args.workers, spread)
             for size in args.bursts:
                 for shape in args.shapes:
-                    label = 'b%d%s%d' % (size, 'on' if spread else 'off',
-                                         args.shapes.index(shape))
+                    label = 'b%d%s%d' % (size, mode, args.shapes.index(shape))
                     result = bench.burst(label, shape, size, spread)
+                    result['mode'] = mode
                     results.append(result)
-                    print('%-17s %4d %-3s wall %6.1f s  p50 %5.1f s  '
+                    print('%-17s %4d %-6s wall %6.1f s  p50 %5.1f s  '
                           'p99 %5.1f s  ACTIVE %3d  ERROR %3d  '
                           'violations %d' % (
-                              shape, size, 'on' if spread else 'off',
-                              result['wall_s'], result['p50_s'],
-                              result['p99_s'], result['active'],
-                              result['error'], result['violations']),
+                              shape, size, mode, result['wall_s'],
+                              result['p50_s'], result['p99_s'],
+                              result['active'], result['error'],
+                              result['violations']),
                           file=sys.stderr)
     finally:
         nova.cleanUp()
+        if before:
+            shutil.rmtree(before, ignore_errors=True)
 
     rows = []
     failed = []
     for size in args.bursts:
         for shape in args.shapes:
-            off, on = [r for r in results
-                       if (r['shape'], r['burst']) == (shape, size)]
-            ratio = on['wall_s'] / off['wall_s']
-            rows.append(dict(shape=shape, burst=size, off=off, on=on,
-                             ratio=round(ratio, 2)))
+            found = {r['mode']: r for r in results
+                     if (r['shape'], r['burst']) == (shape, size)}
+            off, on = found['off'], found['on']
+            row = dict(shape=shape, burst=size, off=off, on=on,
+                       ratio=round(on['wall_s'] / off['wall_s'], 2))
+            if 'before' in found:
+                row['before'] = found['before']
+                row['before_ratio'] = round(
+                    found['before']['wall_s'] / off['wall_s'], 2)
+            rows.append(row)
             expected_active = size - on['must_fail']
             if (on['violations'] or on['over_quota']
                     or on['active'] != expected_active
@@ -347,27 +398,34 @@ def main(argv=None):
                                   shape, size, on['active'],
                                   expected_active, on['violations'],
                                   on['over_quota'], on['errors']))
-    print('%-17s %5s %9s %9s %7s %8s %8s %14s %10s %10s' % (
-        'shape', 'burst', 'off wall', 'on wall', 'on/off', 'on p50',
-        'on p99', 'ACTIVE/ERROR', 'lock wait', 'lock hold'))
+    print('%-17s %5s %-6s %8s %7s %8s %8s %14s %14s %6s %12s' % (
+        'shape', 'burst', 'mode', 'wall', '/off', 'p50', 'p99',
+        'ACTIVE/ERROR', 'max wait', 'turns', 'hold/member'))
     for row in rows:
-        on = row['on']
-        print('%-17s %5d %8.1fs %8.1fs %7.2f %7.1fs %7.1fs %6d/%-7d '
-              '%9s %9s' % (
-                  row['shape'], row['burst'], row['off']['wall_s'],
-                  on['wall_s'], row['ratio'], on['p50_s'], on['p99_s'],
-                  on['active'], on['error'],
-                  '--' if on['lock_wait_ms_p99'] is None
-                  else '%dms' % on['lock_wait_ms_p99'],
-                  '--' if on['lock_hold_ms_p50'] is None
-                  else '%dms' % on['lock_hold_ms_p50']))
+        for mode in ('off', 'before', 'on'):
+            if mode not in row:
+                continue
+            figures = row[mode]
+            print('%-17s %5d %-6s %7.1fs %7.2f %7.1fs %7.1fs %6d/%-7d '
+                  '%14s %6s %12s' % (
+                      row['shape'], row['burst'], mode, figures['wall_s'],
+                      figures['wall_s'] / row['off']['wall_s'],
+                      figures['p50_s'], figures['p99_s'],
+                      figures['active'], figures['error'],
+                      '--' if figures['lock_wait_ms_max'] is None
+                      else '%.1fs (%d%%)' % (
+                          figures['lock_wait_ms_max'] / 1000.0,
+                          100 * figures['lock_wait_share_max']),
+                      figures['turns'] or '--',
+                      '--' if figures['hold_ms_per_member'] is None
+                      else '%.0fms' % figures['hold_ms_per_member']))
     if args.json:
         bench_json.write(args.json, {
             'cloud': {'computes': args.computes,
                       'racks': len(bench.racks),
                       'schedulers': args.schedulers,
                       'workers': args.workers},
-            'rows': rows})
+            'before': args.before, 'rows': rows})
     for failure in failed:
         print('FAILED: ' + failure, file=sys.stderr)
     return 1 if failed else 0

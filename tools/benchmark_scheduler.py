@@ -78,7 +78,7 @@ nova-ext's code makes are answered in memory, from the benchmark's own fleet
   member, so the weigher asks on every request here (the filter too with
   ``--members-on-hosts``).
 * ``objects.CellMappingList.get_all`` (API database, once per process) and
-  ``image_locality._hosts_running_image_in_cell`` (one SELECT DISTINCT on a
+  ``cloud._hosts_running_image_in_cell`` (one SELECT DISTINCT on a
   cell database's ``instances``): ImageLocalityWeigher asks each cell which
   hosts run the image, and caches the answer per image for ``[nova_ext]
   image_locality_cache_seconds``. Nova's cell fan-out around the query
@@ -198,8 +198,8 @@ from nova.scheduler import filters as scheduler_filters
 from nova.scheduler import host_manager
 from nova.scheduler import weights as scheduler_weights
 
+from nova_ext.scheduler import cloud
 from nova_ext.scheduler import scheduling_request
-from nova_ext.scheduler.weights import image_locality
 from nova_ext.simulator import fleet
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -242,7 +242,7 @@ class InMemoryDatabase(object):
       ``nova.context.load_cells`` calls once for
       ``scatter_gather_skip_cell0``: one cell besides cell0, never connected
       to;
-    * ``image_locality._hosts_running_image_in_cell``, the body of which is
+    * ``cloud._hosts_running_image_in_cell``, the body of which is
       a single SELECT DISTINCT on the cell database's ``instances`` table.
       Nova's cell fan-out around it (``scatter_gather_skip_cell0``: context
       copy, cell targeting, a worker thread per cell) and nova-ext's cache
@@ -317,7 +317,7 @@ class InMemoryDatabase(object):
 
     def placement_get(self, url, version=None, **kwargs):
         """Placement's answer for the failure-domain trait lookup
-        (``failure_domains._domains_from_traits``): this fleet declares its
+        (``cloud._domains_from_traits``): this fleet declares its
         racks in aggregates only, so no provider has a domain trait.
         """
         self.queries['placement round trips'] += 1
@@ -344,10 +344,10 @@ class InMemoryDatabase(object):
         objects.AggregateList.get_by_metadata_key = classmethod(
             get_by_metadata_key)
         objects.CellMappingList.get_all = classmethod(get_all)
-        image_locality._hosts_running_image_in_cell = (
+        cloud._hosts_running_image_in_cell = (
             self.hosts_running_image_in_cell)
-        image_locality._ask_cells = self._timing_background_asks(
-            image_locality._ask_cells)
+        cloud._ask_cells_for_image = self._timing_background_asks(
+            cloud._ask_cells_for_image)
         placement = _Placement(self.placement_get)
         report.report_client_singleton = lambda: placement
 
@@ -589,7 +589,8 @@ def schedule(config, filter_handler, weight_handler, host_states, spec,
     # +nova-ext: inside the request's SchedulingRequest, as nova-ext's
     # select_destinations wrapper runs Nova's pass (its cost is timed)
     with (scheduling_request.opened(spec, [spec.instance_uuid],
-                                    config['view'], config['members'])
+                                    config['view'], cloud.LiveCloud(),
+                                    config['members'])
           if 'view' in config else contextlib.nullcontext()):
         passed = filter_handler.get_filtered_objects(
             config['filters'], host_states, spec, 0)
@@ -691,7 +692,7 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
     ratios = []
     cpu_ratios = []
     queries = {name: collections.Counter() for name in CONFIG_NAMES}
-    image_locality.hosts_by_image.wait_for_refreshes()
+    cloud.hosts_by_image.wait_for_refreshes()
     asks_before = len(DATABASE.background_asks)
     for _ in range(args.rounds):
         gc.collect()
@@ -711,7 +712,7 @@ def run_size(num_hosts, args, configs, filter_handler, weight_handler,
                     candidates, spec, profilers[name])
                 # untimed: the image cache's background ask started by
                 # this request, counted with it, reported apart
-                image_locality.hosts_by_image.wait_for_refreshes()
+                cloud.hosts_by_image.wait_for_refreshes()
                 totals[name] += elapsed
                 cpu_totals[name] += cpu
                 samples[name].append(elapsed * 1000.0)
@@ -859,7 +860,8 @@ def where_overhead_goes(configs, filter_handler, weight_handler, candidates,
 
         ours = configs['nova-ext']
         with scheduling_request.opened(spec, [spec.instance_uuid],
-                                       ours['view'], ours['members']):
+                                       ours['view'], cloud.LiveCloud(),
+                                       ours['members']):
             filters_ms = _cpu_ms(own_filters_pass)
             # Nova's weight handler wraps the hosts once whatever the
             # weighers: not nova-ext's cost, so built untimed
@@ -868,7 +870,7 @@ def where_overhead_goes(configs, filter_handler, weight_handler, candidates,
             weighers_ms = _cpu_ms(lambda: [
                 weigher.weigh_objects(weighed, spec)
                 for weigher in own_weighers])
-        image_locality.hosts_by_image.wait_for_refreshes()
+        cloud.hosts_by_image.wait_for_refreshes()
         samples['own code'].append(filters_ms + weighers_ms)
         samples['filter slot'].append(
             _cpu_ms(lambda: filter_handler.get_filtered_objects(

@@ -1,21 +1,22 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Per-request cost of the spread lock (LocalLocks + tooz lock of one
-server group) on MariaDB, Redis and file locks, against no lock at all.
+"""Per-request cost of the spread lock (a server group's turn and its tooz
+lock) on MariaDB, Redis and file locks, against no lock at all.
 
 Method
 ------
-Each request does what ``spread_scheduling._scheduled_with_spread`` does
-around the scheduling of one member of a group with a failure-domain
-spread: the group's in-process lock (``LocalLocks.acquire``), the group's
-tooz lock through ``Coordination.acquire`` (bounded, whole seconds left of
-``[nova_ext] spread_lock_timeout``), then the scheduling itself, then both
-releases. The scheduling is stood in for by a sleep of ``--hold-ms``
-(default 10 ms, about ``select_destinations`` at 100 hosts in
-doc/source/benchmark.rst): it holds the lock as long as a request would,
-and takes no CPU from the other threads. Backends
-(``[nova_ext] coordination_backend_url``), one real ``Coordination``
-each, started before timing:
+Each request does what ``spread_requests.schedule`` does around the
+scheduling of one member of a group with a failure-domain spread: it takes
+the group's turn (``group_turns.take``: joined, or opened with the group's
+tooz lock through ``Coordination.acquire``, bounded, whole seconds left of
+``[nova_ext] spread_lock_timeout``; the count stood in for by nothing),
+then the scheduling itself, then ``Turn.done`` (the lock released once
+the turn's last request is done). The scheduling is stood in for by a
+sleep of ``--hold-ms`` (default 10 ms, about ``select_destinations`` at
+100 hosts in doc/source/benchmark.rst): it takes no CPU from the other
+threads, as a claim waiting for placement. Backends (``[nova_ext]
+coordination_backend_url``), one real ``Coordination`` each, started
+before timing and made the process's:
 
 * **upstream**: no lock (Nova as shipped, or ``spread_serialize_groups =
   False``): the sleep alone, the baseline of the ratio;
@@ -32,8 +33,9 @@ Three loads, each request timed from before the local lock to after the
 last release (so waiting for the lock counts):
 
 * **alone**: one thread, N requests of one group;
-* **same group**: K threads, N requests each, all of one group: they
-  queue, so each request also waits for the ones ahead of it;
+* **same group**: K threads, N requests each, all of one group: requests
+  arriving while a turn waits for the lock join it, and those arriving
+  while it runs wait for the next;
 * **K groups**: K threads, N requests each, each thread its own group:
   unrelated groups take different locks and should cost what "alone"
   costs (plus the CPU the threads share).
@@ -60,7 +62,8 @@ import warnings
 
 from oslo_config import cfg
 
-from nova_ext.scheduler import spread_scheduling
+from nova_ext.scheduler import coordination as spread_coordination
+from nova_ext.scheduler import group_turns
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_json  # noqa: E402  (a sibling script, not a package)
@@ -90,21 +93,16 @@ def one_request(coordination, group, hold):
     if coordination is None:
         time.sleep(hold)
         return time.perf_counter() - started
-    local_locks = coordination.local_locks
-    if not local_locks.acquire(group, timeout):
-        raise RuntimeError('local lock of %s timed out' % group)
+    turn, _waited = group_turns.take(group, timeout, dict, _raise)
     try:
-        lock = coordination.acquire(
-            group, max(1, int(timeout - (time.perf_counter() - started))))
-        if lock is None:
-            raise RuntimeError('spread lock of %s timed out' % group)
-        try:
-            time.sleep(hold)
-        finally:
-            coordination.release(lock)
+        time.sleep(hold)
     finally:
-        local_locks.release(group)
+        turn.done(timeout)
     return time.perf_counter() - started
+
+
+def _raise(error):
+    raise error
 
 
 def run_load(coordination, load, requests, threads, hold):
@@ -142,10 +140,11 @@ def run_load(coordination, load, requests, threads, hold):
 def coordination_for(url):
     """A started Coordination on ``url``; raises CoordinationUnavailable."""
     CONF.set_override('coordination_backend_url', url, group='nova_ext')
-    coordination = spread_scheduling.Coordination()
+    spread_coordination.reset()
+    coordination = spread_coordination.process_coordination()
     lock = coordination.acquire('bench-probe-' + uuid.uuid4().hex, 5)
     if lock is None:
-        raise spread_scheduling.CoordinationUnavailable(
+        raise spread_coordination.CoordinationUnavailable(
             'a lock nobody holds was not granted within 5 s')
     coordination.release(lock)
     return coordination
@@ -182,18 +181,18 @@ def main(argv=None):
                 why = reachable(url)
                 try:
                     coordination = None if why else coordination_for(url)
-                except spread_scheduling.CoordinationUnavailable as error:
+                except spread_coordination.CoordinationUnavailable as error:
                     why = str(error)
                 if why:
                     print('%s: skipped (%s): %s' % (
-                        name, spread_scheduling.redacted(url), why))
+                        name, spread_coordination.redacted(url), why))
                     continue
             try:
                 for load in LOADS:
                     results[name, load] = run_load(
                         coordination, load, args.requests, args.threads,
                         hold)
-            except spread_scheduling.CoordinationUnavailable as error:
+            except spread_coordination.CoordinationUnavailable as error:
                 print('%s: skipped, failed during the run: %s' % (
                     name, error))
                 for load in LOADS:

@@ -227,21 +227,33 @@ def burst():
     rows = []
     for _name, document in documents:
         for row in document['rows']:
-            off, on = row['off'], row['on']
-            rows.append([
-                row['shape'], number(row['burst']),
-                number(off['wall_s'], 1), number(on['wall_s'], 1),
-                '%.2f' % row['ratio'],
-                '%s / %s' % (number(on['p50_s'], 1), number(on['p99_s'], 1)),
-                '%d / %d' % (on['active'], on['error']),
-                number(on['violations']),
-                '--' if on['lock_wait_ms_p99'] is None
-                else '%s / %s' % (number(on['lock_wait_ms_p50']),
-                                  number(on['lock_wait_ms_p99'])),
-                number(on['lock_hold_ms_p50'])])
-    return table(['shape', 'burst', 'off s', 'on s', 'on/off',
-                  'on p50 / p99 s', 'ACTIVE / ERROR', 'violations',
-                  'lock wait p50 / p99 ms', 'lock hold p50 ms'],
+            off = row['off']
+            for mode in ('off', 'before', 'on'):
+                if mode not in row:
+                    continue
+                figures = row[mode]
+                waited = figures.get('lock_wait_ms_max')
+                per_member = figures.get('hold_ms_per_member')
+                rows.append([
+                    row['shape'], number(row['burst']),
+                    'nova-ext at %s' % document['before']
+                    if mode == 'before' else mode,
+                    number(figures['wall_s'], 1),
+                    '%.2f' % (figures['wall_s'] / off['wall_s']),
+                    '%s / %s' % (number(figures['p50_s'], 1),
+                                 number(figures['p99_s'], 1)),
+                    '%d / %d' % (figures['active'], figures['error']),
+                    '--' if mode == 'off' else number(figures['violations']),
+                    '--' if waited is None else '%s (%d %%)' % (
+                        number(waited / 1000.0, 1),
+                        round(100 * figures['lock_wait_share_max'])),
+                    '--' if not figures.get('turns') else number(
+                        figures['turns']),
+                    '--' if per_member is None else number(per_member)])
+    return table(['shape', 'burst', 'schedulers', 'wall s', 'x off',
+                  'p50 / p99 s', 'ACTIVE / ERROR', 'violations',
+                  'longest wait s (of wall)', 'lock holds',
+                  'hold per member ms'],
                  rows) + provenance(documents)
 
 

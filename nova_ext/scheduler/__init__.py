@@ -9,10 +9,10 @@ nova-scheduler's start, :func:`activate`, which the SQLAlchemy engine
 plugin runs when nova-scheduler first opens its API database through
 ``[api_database] connection = ...?plugin=nova_ext`` (:mod:`nova_ext.
 activation`): the ``[nova_ext] request_filters`` are appended to Nova's
-pre-filters, and ``SchedulerManager.select_destinations`` is wrapped so
-that each request is spanned (and a spread group's requests serialised,
-:mod:`.spread_scheduling`). It runs once per process, before the workers
-are forked; each forked worker inherits it.
+pre-filters, and Nova's scheduler is wrapped where nova-ext needs a hook
+it has none for (:mod:`.nova_patches`: each request spanned, a spread
+group's requests scheduled in turns). It runs once per process, before the
+workers are forked; each forked worker inherits it.
 """
 
 
@@ -22,8 +22,8 @@ def activate():
     """
     # here, not at the top: nova-api and nova-conductor run the engine
     # plugin too, and need none of the scheduler's modules
+    from nova_ext.scheduler import nova_patches
     from nova_ext.scheduler import request_filters
-    from nova_ext.scheduler import spread_scheduling
 
-    spread_scheduling.install()
+    nova_patches.install()
     return request_filters.activate()

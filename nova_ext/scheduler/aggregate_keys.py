@@ -25,6 +25,7 @@ Every reader of aggregate metadata takes its key from here, so that
 import difflib
 import functools
 
+import cachetools
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -44,8 +45,11 @@ HOST_CLASS = NAMESPACE + 'host_class'
 MULTIPLIER_OPTIONS = tuple(opt.name for opt in ext_conf.ALL_OPTS
                            if opt.name.endswith('_weight_multiplier'))
 
-# (aggregate name, problem) pairs already logged by warn_near_misses
-_reported = set()
+# {(aggregate name, problem): True} already logged by warn_near_misses in
+# this process, the REPORTED_KEPT most recent (an older one is logged
+# again); cleared with nova-ext's other caches (cache.forget_all)
+REPORTED_KEPT = 4096
+_reported = cachetools.LRUCache(maxsize=REPORTED_KEPT)
 cache.register_reset(_reported.clear)
 
 
@@ -174,5 +178,5 @@ def warn_near_misses(aggregate, keys=None):
     for name, problem in problems_in_aggregates([aggregate], keys):
         if (name, problem) in _reported:
             continue
-        _reported.add((name, problem))
+        _reported[name, problem] = True
         LOG.warning('nova-ext: aggregate %s: %s', name, problem)

@@ -37,6 +37,7 @@ import time
 import typing as ty
 import weakref
 
+import cachetools
 import os_traits
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -218,14 +219,16 @@ class Domains(object):
     From the aggregates of nova-scheduler's HostManager (``aggregates``:
     its aggregate objects, which Nova keeps current as operators change
     them), then the compute-node provider's traits (``[nova_ext]
-    failure_domain_sources``), then ``[nova_ext]
+    failure_domain_sources``; ``traits(level)``: {provider name: domains},
+    the request's cloud's ``failure_domain_traits``), then ``[nova_ext]
     hosts_without_failure_domain``. A host that two aggregates place in
     different domains at one level is in none there (a warning, once per
     process). Each level is worked out once per request, for every host.
     """
 
-    def __init__(self, aggregates, conf=CONF):
+    def __init__(self, aggregates, traits, conf=CONF):
         self.aggregates = aggregates
+        self._trait_domains = traits
         options = conf.nova_ext
         self.own_domain = options.hosts_without_failure_domain == 'host'
         self.use_aggregates = 'aggregates' in options.failure_domain_sources
@@ -289,15 +292,17 @@ class Domains(object):
             return NO_DOMAIN
         found = self._traits.get(level)
         if found is None:
-            found = self._traits[level] = trait_domains(level)
+            found = self._traits[level] = self._trait_domains(level)
         domains = found.get(provider, ())
         return next(iter(domains)) if len(domains) == 1 else NO_DOMAIN
 
 
-# (host, key, domains) already warned about in this process: a conflict is
-# a fact about the operator's aggregates, logged once rather than per
-# request; cleared with nova-ext's other caches (cache.forget_all)
-_conflicts_warned = set()
+# {(host, key, domains): True} already warned about in this process: a
+# conflict is a fact about the operator's aggregates, logged once rather
+# than per request; the WARNED_KEPT most recent (an older one is warned
+# again), cleared with nova-ext's other caches (cache.forget_all)
+WARNED_KEPT = 4096
+_conflicts_warned = cachetools.LRUCache(maxsize=WARNED_KEPT)
 cache.register_reset(_conflicts_warned.clear)
 
 
@@ -321,56 +326,12 @@ def _warn_conflict(host, key, domains, level):
     entry = (host, key, tuple(domains))
     if entry in _conflicts_warned:
         return
-    _conflicts_warned.add(entry)
+    _conflicts_warned[entry] = True
     LOG.warning("nova-ext: host %(host)s is in aggregates declaring "
                 "different %(key)s (%(domains)s); it is treated as being "
                 "in no failure domain at level %(level)s: fix the "
                 "aggregates", {'host': host, 'key': key,
                                'domains': ', '.join(domains), 'level': level})
-
-
-def _domains_from_traits(level):
-    """{provider name: set of domains} for every provider with a
-    ``CUSTOM_NOVA_EXT_FD_<LEVEL>_`` trait: one placement call to list the
-    traits, one per trait (domain) for its providers.
-    """
-    from nova.scheduler.client import report
-
-    prefix = trait_prefix(level)
-    found = collections.defaultdict(set)
-    try:
-        # Inside: a client that cannot be built (no [placement]
-        # credentials) is placement trouble too.
-        client = report.report_client_singleton()
-        resp = client.get('/traits?name=startswith:' + prefix,
-                          version='1.6')
-        resp.raise_for_status()
-        for trait in resp.json()['traits']:
-            resp = client.get('/resource_providers?required=' + trait,
-                              version='1.18')
-            resp.raise_for_status()
-            for provider in resp.json()['resource_providers']:
-                found[provider['name']].add(trait[len(prefix):])
-    except Exception as error:
-        # placement trouble must cost this source, not the scheduler
-        LOG.warning("nova-ext: could not read the %s* traits from "
-                    "placement (%s); failure domains at level %s come "
-                    "from aggregates only for now", prefix, error, level)
-        return {}
-    return dict(found)
-
-
-# {level: {provider: domains}} from placement, for [nova_ext]
-# failure_domain_cache_seconds (cache.TTLLookup)
-trait_domains_by_level = cache.TTLLookup('failure_domain_cache_seconds')
-
-
-def trait_domains(level):
-    """{provider name: domains} at ``level`` from placement's traits."""
-    # a model of a cloud (the simulator's) declares domains by aggregates
-    if cache.model() is not None:
-        return {}
-    return trait_domains_by_level.get(level, _domains_from_traits)
 
 
 class _CheckedAggregates(object):
@@ -429,8 +390,7 @@ def members_seen_by_conductor(hosts, members, host_states):
     instance lists of ``host_states`` (a host holding several of
     ``members``, the group's members less the servers being scheduled or
     moved). Used when the group is scheduled without its spread lock, which
-    counts members where placement says they are
-    (:mod:`nova_ext.scheduler.spread_scheduling`).
+    counts members where they are (:mod:`nova_ext.scheduler.group_turns`).
     """
     counts = collections.Counter(hosts)
     for host_state in host_states:

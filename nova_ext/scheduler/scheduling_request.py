@@ -5,20 +5,28 @@ Nova hands its plugins one host list at a time (a request pre-filter sees
 the RequestSpec before placement is asked; each filter and each weigher,
 for each server of a multi-create, sees the hosts left for that server).
 What the failure-domain spread needs spans all of them: the group's
-members counted once (inside the group's spread lock), the request's whole
-candidate set (so that which domains are eligible does not depend on the
-filter's position, or on which server of a multi-create is being placed),
-the servers of the request placed so far, and why no host was left.
-A :class:`SchedulingRequest` holds exactly that, for one request.
+members, the request's whole candidate set (so that which domains are
+eligible does not depend on the filter's position, or on which server of a
+multi-create is being placed), the servers of the request placed so far,
+and why no host was left. A :class:`SchedulingRequest` holds exactly that,
+for one request, and the one door to the cloud its plugins read through
+(:attr:`SchedulingRequest.cloud`, :mod:`nova_ext.scheduler.cloud`).
 
 Life: :func:`opened` builds it where the request is spanned --
 nova-scheduler's ``SchedulerManager.select_destinations``, wrapped by
-:mod:`nova_ext.scheduler.spread_scheduling`, and ``nova-ext-manage
-explain`` and the simulator, which run Nova's scheduling code themselves
--- and drops it when the request ends. Plugins find it with :func:`of`,
-from the RequestSpec Nova hands them; they read it, and only the filters
-record anything in it (the request's candidates, the reason for no host).
+:mod:`nova_ext.scheduler.nova_patches`, and ``nova-ext-manage explain``
+and the simulator, which run Nova's scheduling code themselves -- and drops
+it when the request ends. Plugins find it with :func:`of`, from the
+RequestSpec Nova hands them; they read it, and only the filters record
+anything in it (the request's candidates, the reason for no host).
 Nothing of it outlives the request.
+
+Where the members come from: in nova-scheduler, a spread request is
+scheduled in its group's turn (:mod:`nova_ext.scheduler.group_turns`),
+which counted them when it took the group's lock; reading them starts the
+request's decision in that turn (:meth:`SchedulingRequest.members`).
+Elsewhere, whoever opens the request hands them over (``members``), or
+they are what Nova's conductor read of the group.
 """
 
 import collections
@@ -26,7 +34,10 @@ import contextlib
 import operator
 import threading
 
+from oslo_config import cfg
 from oslo_log import log as logging
+
+from nova import exception
 
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler import spread_constraints
@@ -38,6 +49,7 @@ from nova_ext import upstream
 _open = {}
 _open_lock = threading.Lock()
 
+CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
 _NOT_READ = object()
@@ -59,13 +71,16 @@ class SchedulingRequest(object):
     """One scheduling request: ``spec_obj``, the RequestSpec Nova schedules;
     ``instance_uuids``, the servers it places (one for a move);
     ``host_manager``, nova-scheduler's (its filters as configured, its view
-    of the aggregates); ``members``, {host: members of the request's group
-    there} as placement says inside the group's spread lock, the servers
-    being scheduled left out (None: from what the conductor read).
+    of the aggregates); ``cloud``, the :class:`~nova_ext.scheduler.cloud.
+    Cloud` its plugins read; ``members``, {host: members of the request's
+    group there}, the servers being scheduled left out, as counted by whoever
+    opens the request (None: from its turn, or what the conductor read).
     """
 
-    def __init__(self, spec_obj, instance_uuids, host_manager, members=None):
+    def __init__(self, spec_obj, instance_uuids, host_manager, cloud,
+                 members=None):
         self.spec_obj = spec_obj
+        self.cloud = cloud
         self.instance_uuids = list(instance_uuids or [])
         self.servers = len(self.instance_uuids) or spec_obj.num_instances
         self.enabled_filters = list(host_manager.enabled_filters)
@@ -74,9 +89,14 @@ class SchedulingRequest(object):
                       if 'instance_group' in spec_obj else None)
         self.hosts_at_start = len(self.group.hosts or []) if self.group else 0
         self.counted_members = members
-        # whether the servers being scheduled hold allocations already (a
-        # move), as the spread lock found them
-        self.moves = None
+        # the group's turn this request is scheduled in
+        # (nova_ext.scheduler.group_turns), once it has one
+        self.turn = None
+        # the hosts the filter judged for the server being placed now, for
+        # a claim that must be judged again (see allows), and how many
+        # claims the turn refused in the request's last pass
+        self.judged_hosts = None
+        self.refused_claims = 0
         # the hosts the request's first server could go to, once every
         # filter but nova-ext's passed them (set by the first plugin that
         # sees them; see FailureDomainAntiAffinityFilter)
@@ -88,6 +108,9 @@ class SchedulingRequest(object):
         self._spread = _NOT_READ
         self._domains = None
         self._members = None
+        # the turn's version the members were read at
+        self._members_version = None
+        self._hosts_by_provider = None
         # {levels: {host state: its domains at those levels}}
         self._signatures = {}
         self._candidate_set = None
@@ -113,7 +136,8 @@ class SchedulingRequest(object):
         request.
         """
         if self._domains is None:
-            self._domains = failure_domains.Domains(self.aggregates)
+            self._domains = failure_domains.Domains(
+                self.aggregates, self.cloud.failure_domain_traits)
             if self._domains.use_aggregates:
                 failure_domains.warn_near_misses(self.aggregates)
         return self._domains
@@ -148,7 +172,24 @@ class SchedulingRequest(object):
     def members(self):
         """{host: members of the group there}, the servers of this request
         not among them.
+
+        In a turn, reading them starts the request's decision: until the
+        request reserves the host it claims (or ends), no other request of
+        the turn decides, and each decision sees every reservation made
+        before it.
         """
+        if self.turn is not None:
+            timeout = CONF.nova_ext.spread_lock_timeout
+            if not self.turn.decide(self, timeout):
+                raise exception.NoValidHost(reason=(
+                    'timed out after %ds waiting for the other requests of '
+                    'server group %s to decide' % (
+                        timeout, self.turn.group_uuid)))
+            if (self._members is None
+                    or self._members_version != self.turn.version):
+                self._members, self._members_version = self.turn.members(
+                    self._not_counted())
+            return self._members
         if self._members is not None:
             return self._members
         if self.counted_members is not None:
@@ -166,12 +207,38 @@ class SchedulingRequest(object):
             self._members = members
         return members
 
-    def count(self, members):
-        """The group's members as placement says they are, counted inside
-        the group's spread lock (:meth:`members` from then on).
+    def allows(self, host_state, version):
+        """Whether the request's hard constraints still allow
+        ``host_state`` for the server being claimed, the turn's members as
+        they are at ``version`` (its reservations since the decision, or
+        one given back). Asked by the claim when the turn changed since the
+        request read its members: judged again, as the filter judged the
+        hosts it was handed.
         """
-        self.counted_members = members
-        self._members = None
+        if version == self._members_version:
+            return True
+        spread = self.spread()
+        if spread is None or not spread.hard or self.judged_hosts is None:
+            return True
+        self._members, self._members_version = self.turn.members(
+            self._not_counted())
+        judgement = failure_domains.Judgement(
+            self, spread.hard, self.judged_hosts, together=True)
+        return judgement.refusal(host_state) is None
+
+    def host_state_of(self, provider_uuids):
+        """The host state of the compute node among ``provider_uuids`` (an
+        allocation request's providers), or None.
+        """
+        if self._hosts_by_provider is None:
+            # the first server's hosts: every later one is among them
+            states = self.candidates or self.judged_hosts or ()
+            self._hosts_by_provider = {state.uuid: state for state in states}
+        for uuid in provider_uuids:
+            state = self._hosts_by_provider.get(uuid)
+            if state is not None:
+                return state
+        return None
 
     def hard_levels(self):
         """The levels of the request's hard constraints, in order."""
@@ -264,20 +331,22 @@ _warned_not_activated = set()
 
 
 def warn_not_activated(plugin):
-    """Log, once per process and plugin, that ``plugin`` met a spread
-    request nova-ext spans no request for, and stands aside.
+    """Log, once per process and plugin, that ``plugin`` met a request
+    nova-ext spans none for, and stands aside.
     """
     if plugin not in _warned_not_activated:
         _warned_not_activated.add(plugin)
-        LOG.warning("nova-ext: %s stands aside for spread requests: %s",
-                    plugin, NotActivated.REASON)
+        LOG.warning("nova-ext: %s stands aside: nova-ext is not activated "
+                    "in this nova-scheduler (add ?plugin=nova_ext to its "
+                    "[api_database] connection and restart it; nova-ext-"
+                    "status upgrade check)", plugin)
 
 
 @contextlib.contextmanager
-def opened(spec_obj, instance_uuids, host_manager, members=None):
+def opened(spec_obj, instance_uuids, host_manager, cloud, members=None):
     """The :class:`SchedulingRequest` of ``spec_obj`` for the duration."""
     request = SchedulingRequest(spec_obj, instance_uuids, host_manager,
-                                members)
+                                cloud, members)
     with _open_lock:
         if spec_obj in _open:
             raise RuntimeError('RequestSpec %s is already being scheduled'
@@ -298,3 +367,8 @@ def of(spec_obj):
         return _open[spec_obj]
     except KeyError:
         raise NotActivated(NotActivated.REASON)
+
+
+def find(spec_obj):
+    """The open :class:`SchedulingRequest` of ``spec_obj``, or None."""
+    return _open.get(spec_obj)

@@ -11,9 +11,11 @@ simulated compute runs the current Nova). :func:`parse_query` reads the
 answers its traits and aggregates as placement does; inventory is the
 simulator's own bookkeeping.
 
-The rest is what nova-ext's plugins ask a cloud (:class:`nova_ext.cache.
-Model`): aggregates by metadata key, image properties, which hosts run an
-image, which domain a host is in, and trait creation.
+The rest is what nova-ext's plugins ask a cloud (:class:`nova_ext.
+scheduler.cloud.Cloud`): aggregates by metadata key, image properties,
+which hosts run an image, whether a trait exists; the engine opens each
+request with this cloud and with the group's members counted, and the
+model declares failure domains by aggregates only.
 """
 
 import collections
@@ -21,7 +23,7 @@ import dataclasses
 import typing as ty
 import urllib.parse
 
-from nova_ext import cache
+from nova_ext.scheduler import cloud
 
 # what a compute of the current Nova reports (Nova 34's owner_nova_filter
 # requires it on the root provider)
@@ -90,12 +92,12 @@ def parse_query(querystring):
                  frozenset(not_member_of), limit=limit)
 
 
-class SimulatedCloud(cache.Model):
+class SimulatedCloud(cloud.Cloud):
     """One simulated cloud for one run: ``hosts`` (host names, in fleet
     order), ``aggregates`` (``objects.Aggregate``), ``traits`` ({host:
     traits}), ``images`` ({image id: properties}), ``domains`` ({level:
-    {host: domains}}). ``hosts_with_image`` ({image id: host names}) is the
-    replay's to keep current.
+    {host: domains}}, for the replay's own checks). ``hosts_with_image``
+    ({image id: host names}) is the replay's to keep current.
     """
 
     def __init__(self, hosts, aggregates, traits, images, domains):
@@ -139,20 +141,21 @@ class SimulatedCloud(cache.Model):
 
     # -- what nova-ext's plugins ask --
 
-    def aggregates_with_key(self, key):
+    def aggregates_with_key(self, context, key):
         return [aggregate for aggregate in self.aggregates
                 if key in aggregate.metadata]
 
-    def image_properties(self, image_id):
+    def image_properties(self, context, image_id):
         return dict(self.images.get(image_id, {}))
 
     def hosts_running_image(self, image_id):
-        return self.hosts_with_image[image_id]
+        return frozenset(self.hosts_with_image[image_id])
 
     def trait_exists(self, trait):
         # the model's placement filters by the hosts' traits and refuses
         # no trait it has not seen
         return True
 
-    def domains_at_level(self, level):
-        return self.domains.get(level, {})
+    def failure_domain_traits(self, level):
+        # the model declares its failure domains by aggregates
+        return {}

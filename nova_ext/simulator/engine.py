@@ -35,9 +35,9 @@ compute:
   ``ComputeNode`` record, as the resource tracker writes), so Nova's weighers
   see what they would see on the next request of a real cloud;
 * the databases and glance nova-ext's plugins ask (aggregates by key, image
-  properties, which hosts run an image, which failure domain a host is in)
-  are answered by the model (:func:`nova_ext.cache.answered_by`), always
-  current (as with their cache options set to 0).
+  properties, which hosts run an image) are answered by the model
+  (:class:`nova_ext.simulator.cloud.SimulatedCloud`, the cloud each request
+  is opened with), always current (as with their cache options set to 0).
 """
 
 import collections
@@ -328,8 +328,6 @@ class Simulation:
         from nova import exception
         from nova import objects
 
-        from nova_ext import cache
-
         for group, option in UNSUPPORTED_OPTIONS:
             if getattr(getattr(conf, group), option):
                 raise ConfigError(
@@ -372,12 +370,11 @@ class Simulation:
         random_state = random.getstate()
         random.seed(self.workload.seed if seed is None else seed)
         try:
-            with cache.answered_by(simulated_cloud):
-                result = self._replay(
-                    conf, config_path, name, progress, host_manager,
-                    scheduler, simulated, simulated_cloud, ctxt, capacity,
-                    used, instances_on, index_of, allowed, image_instances,
-                    objects, explain_arrival)
+            result = self._replay(
+                conf, config_path, name, progress, host_manager,
+                scheduler, simulated, simulated_cloud, ctxt, capacity,
+                used, instances_on, index_of, allowed, image_instances,
+                objects, explain_arrival)
         finally:
             random.setstate(random_state)
         result.request_filters = active
@@ -543,7 +540,7 @@ class Simulation:
             members = collections.Counter(
                 groups[arrival.group][2] if arrival.group else ())
             with scheduling_request.opened(spec, [instance_uuid],
-                                           host_manager,
+                                           host_manager, simulated_cloud,
                                            members=members) as request:
                 explaining = arrival.index + 1 == explain_arrival
                 steps, reason = self._pre_filter(ctxt, spec, host_manager,
@@ -559,7 +556,7 @@ class Simulation:
                 if explaining:
                     explanation = self._explain(
                         conf, host_manager, spec, candidates, steps,
-                        querystring, reason, members)
+                        querystring, reason, members, simulated_cloud)
                 start = time.perf_counter()
                 chosen = None
                 if candidates:
@@ -731,7 +728,7 @@ class Simulation:
         return querystring, amounts, candidates, reason
 
     def _explain(self, conf, host_manager, spec, candidates, steps,
-                 querystring, reason, members):
+                 querystring, reason, members, simulated_cloud):
         """explain's breakdown of ``spec`` on the placement candidates, just
         before the replay decides it. Nova's pick is random with
         ``host_subset_size`` or ``shuffle_best_same_weighed_hosts``: the
@@ -755,7 +752,8 @@ class Simulation:
         clone = spec.obj_clone()
         try:
             with scheduling_request.opened(clone, [clone.instance_uuid],
-                                           host_manager, members=members):
+                                           host_manager, simulated_cloud,
+                                           members=members):
                 explain.filter_and_weigh(result, host_manager, candidates,
                                          clone, conf)
         finally:

@@ -9,7 +9,7 @@ import time
 
 from nova.tests.fixtures import glance
 
-from nova_ext.scheduler.weights import image_locality
+from nova_ext.scheduler import cloud
 from tests.functional import base
 
 IMAGE_A = glance.GlanceFixture.image1['id']
@@ -102,9 +102,9 @@ class ImageLocalityRefreshAheadTest(base.NovaExtTestCase):
         self.assertEqual('host3', self.host_of(served))
         # ... and the scheduler asked again meanwhile: the next requests
         # are told host1 runs A
-        image_locality.hosts_by_image.wait_for_refreshes(timeout=30)
+        cloud.hosts_by_image.wait_for_refreshes(timeout=30)
         self.assertIn('host1',
-                      image_locality.hosts_running_image(IMAGE_A))
+                      cloud.LiveCloud().hosts_running_image(IMAGE_A))
 
 
 class FailureDomainSpreadWeigherTest(base.NovaExtTestCase):

@@ -21,8 +21,10 @@ from nova import context as nova_context
 from nova import objects
 from nova.scheduler import manager
 
+from nova_ext.scheduler import cloud
+from nova_ext.scheduler import nova_patches
 from nova_ext.scheduler import scheduling_request
-from nova_ext.scheduler import spread_scheduling
+from nova_ext.scheduler import spread_requests
 from nova_ext.simulator import fleet
 from nova_ext import upstream
 
@@ -73,6 +75,27 @@ class Placement(object):
         rp = self.claims.pop(uuid, None)
         if rp is not None:
             self.room[rp] += 1
+
+
+class ModelCloud(cloud.Cloud):
+    """What nova-ext's plugins ask of a cloud, answered by the model: its
+    failure domains are declared by aggregates, no host runs an image yet,
+    the group's members are where the model puts them (``members``:
+    {member: host or None}).
+    """
+
+    def __init__(self, members):
+        self.members = members
+
+    def hosts_running_image(self, image_id):
+        return frozenset()
+
+    def failure_domain_traits(self, level):
+        return {}
+
+    def group_members(self, context, group_uuid):
+        return {member: frozenset([host])
+                for member, host in self.members.items() if host is not None}
 
 
 class ModelScheduler(manager.SchedulerManager):
@@ -129,14 +152,7 @@ def configure(conf, levels, own_domain, filter_order, weighers_only_ours):
                 else 'reject', failure_domain_sources=['aggregates'],
                 bin_packing_weight_multiplier=0.0,
                 image_locality_weight_multiplier=0.0,
-                default_spread_level=None,
-                # the run hands nova-ext the group's count itself (what
-                # placement would say); without this, a process where
-                # another test activated nova-ext's scheduler hooks would
-                # take the lock and count from a placement there is none
-                # of. The lock and its count are test_spread_scheduling's
-                # and the system tests'.
-                spread_serialize_groups=False)
+                default_spread_level=None)
 
 
 class Run(object):
@@ -226,7 +242,7 @@ class Run(object):
         servers = self.server_uuids(move_of)
         spec, _moving = self.spec(servers, constraints_text)
         with scheduling_request.opened(
-                spec, servers, host_manager,
+                spec, servers, host_manager, ModelCloud(self.request.members),
                 members=self.counted_members(set(servers))):
             passed = host_manager.get_filtered_hosts(states, spec, 0)
         return sorted(state.host for state in passed or ())
@@ -244,9 +260,12 @@ class Run(object):
         context = nova_context.get_admin_context()
         # as nova-scheduler's select_destinations runs it, once placement
         # answered: inside the request nova-ext spans (its NoValidHost
-        # reason), Nova's own loop
-        selections = spread_scheduling.scheduled_in_request(
-            scheduler, spec, servers, self.counted_members(set(servers)),
+        # reason), Nova's own loop in the group's turn (the members counted
+        # from the model, each claim reserved in the turn), wrapped as in
+        # nova-scheduler
+        nova_patches.install()
+        selections = spread_requests.scheduled_in_request(
+            scheduler, spec, servers, ModelCloud(self.request.members),
             lambda: scheduler._schedule(
                 context, spec, servers, alloc_reqs, summaries,
                 allocation_request_version='1.36', return_alternates=True))

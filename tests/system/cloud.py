@@ -130,15 +130,19 @@ class LoopbackNova(fixtures.Fixture):
         processes.run('placement-manage', '--config-file',
                       os.path.join(self.dir, 'placement.conf'), 'db', 'sync')
 
-    def _start(self, service, log_name, *args, env=None):
+    def _start(self, service, log_name, *args, env=None, code=None):
+        """``service`` started; ``code``: a checkout whose ``nova_ext``
+        the service runs instead of this one's.
+        """
         log = os.path.join(self.dir, log_name)
         argv = [sys.executable, '-m', 'tests.system.launch', service]
         argv += list(args)
         if service.startswith('nova-') and service != 'nova-api':
             argv += ['--log-file', log]
+        path = _repo_root() if code is None else os.pathsep.join([
+            code, _repo_root()])
         return self.useFixture(processes.Process(
-            argv, log, env=dict(os.environ, PYTHONPATH=_repo_root(),
-                                **(env or {}))))
+            argv, log, env=dict(os.environ, PYTHONPATH=path, **(env or {}))))
 
     def _discover_computes(self):
         processes.discover_computes(self.conf, lambda: [
@@ -198,12 +202,13 @@ class LoopbackNova(fixtures.Fixture):
                     text.append('==> %s <==\n%s' % (name, f.read()[-3000:]))
         return '\n'.join(text)
 
-    def restart_schedulers(self, extra_conf='', plugin=True):
+    def restart_schedulers(self, extra_conf='', plugin=True, code=None):
         """Stop every nova-scheduler process of the cloud and start as many
         again, each with ``extra_conf`` appended to its nova.conf and
         ``?plugin=nova_ext`` on its database URLs only if ``plugin`` (the
         same cloud with nova-ext's scheduler hooks on or off, as
-        ``nova-ext-manage configure [--undo]`` and a restart leave it); the
+        ``nova-ext-manage configure [--undo]`` and a restart leave it),
+        running the ``nova_ext`` of the checkout ``code`` if given; the
         rest of the cloud keeps running. Returns once every worker consumes
         from the scheduler queue.
         """
@@ -217,7 +222,8 @@ class LoopbackNova(fixtures.Fixture):
                 db=True, host='sch%d' % number, plugin=plugin) +
                 extra_conf + '\n')
             self.scheduler_processes.append(self._start(
-                'nova-scheduler', name + '.log', '--config-file', conf))
+                'nova-scheduler', name + '.log', '--config-file', conf,
+                code=code))
         self.wait_for_schedulers()
 
     def wait_for_schedulers(self, timeout=180):

@@ -10,7 +10,7 @@ spread creates is scheduled by the new workers as by the old: every server
 ACTIVE, no rack over the group's maximum, no "in no rack" refusal.
 
 Without nova-ext re-reading the aggregates once in each new process
-(``spread_scheduling._aggregate_view_of_this_process``), the new workers
+(``nova_patches._aggregate_view_of_this_process``), the new workers
 see the aggregates as they stood when the scheduler started — none — and
 refuse every spread request (issue 35).
 """

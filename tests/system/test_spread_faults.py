@@ -12,6 +12,9 @@ group (``rack``, at most one member per rack) is in flight and
 * the coordination backend (a private redis) dies, and comes back,
 * MariaDB drops the lock holder's connection (``KILL CONNECTION``),
 * the compute chosen for a member fails its spawn,
+* another member is scheduled while a failed member waits for the
+  conductor to claim its alternate (a conductor-side hold,
+  :mod:`tests.system.reschedule_gate`),
 
 then, after everything settles: no rack holds more members than the
 maximum, nothing is left in BUILD, every ERROR server carries a fault that
@@ -30,11 +33,12 @@ import time
 
 import testtools
 
-from nova_ext.scheduler import spread_scheduling
+from nova_ext.scheduler import coordination
 from tests.system import cloud
 from tests.system import failing_driver
 from tests.system import gate_filter
 from tests.system import processes
+from tests.system import reschedule_gate
 
 RACKS = {'r1': ('cmp1', 'cmp2'), 'r2': ('cmp3', 'cmp4')}
 FAILING = 'cmp1'
@@ -89,7 +93,8 @@ class SpreadFaultsTest(testtools.TestCase):
                 'compute_driver = %s.FailingDriver' % failing_driver.NAME,
                 ''])})
         imports = os.environ.get('NOVA_EXT_TEST_IMPORTS')
-        os.environ['NOVA_EXT_TEST_IMPORTS'] = failing_driver.__name__
+        os.environ['NOVA_EXT_TEST_IMPORTS'] = ' '.join([
+            failing_driver.__name__, reschedule_gate.__name__])
         try:
             cls.cloud.setUp()
         finally:
@@ -143,6 +148,8 @@ class SpreadFaultsTest(testtools.TestCase):
                 self.cloud.logs())))
         self.gate = gate_filter.gate_path(self.cloud.dir)
         self.addCleanup(self.open_gate)
+        self.reschedule_gate = reschedule_gate.gate_path(self.cloud.dir)
+        self.addCleanup(self.open_reschedule_gate)
 
     def call(self, method, path, body=None):
         return self._call(method, path, body)
@@ -182,6 +189,31 @@ class SpreadFaultsTest(testtools.TestCase):
 
     def open_gate(self):
         for path in (self.gate, self.gate + '.taken'):
+            if os.path.exists(path):
+                os.remove(path)
+
+    # the conductor's hold on one reschedule
+
+    def close_reschedule_gate(self):
+        for path in (self.reschedule_gate + '.holder',
+                     self.reschedule_gate + '.taken'):
+            if os.path.exists(path):
+                os.remove(path)
+        open(self.reschedule_gate, 'w').close()
+
+    def held_reschedule(self, timeout=180):
+        """The uuid of the server whose reschedule the conductor holds."""
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(self.reschedule_gate + '.holder'):
+            if time.monotonic() > deadline:
+                self.fail('no reschedule reached the conductor within %ds'
+                          % timeout)
+            time.sleep(0.5)
+        with open(self.reschedule_gate + '.holder') as f:
+            return f.read().strip()
+
+    def open_reschedule_gate(self):
+        for path in (self.reschedule_gate, self.reschedule_gate + '.taken'):
             if os.path.exists(path):
                 os.remove(path)
 
@@ -277,7 +309,7 @@ class SpreadFaultsTest(testtools.TestCase):
     # the MariaDB locks
 
     def lock_name(self, group):
-        return spread_scheduling.LOCK_PREFIX + group
+        return coordination.LOCK_PREFIX + group
 
     def lock_holder(self, group):
         """The id of the MariaDB connection holding the group's lock."""
@@ -455,3 +487,53 @@ class SpreadFaultsTest(testtools.TestCase):
                                    for s in servers])
         with open(os.path.join(self.cloud.dir, FAILING + '.log')) as f:
             self.assertIn(failing_driver.MESSAGE % FAILING, f.read())
+
+    def test_member_being_rescheduled_keeps_its_rack(self):
+        """Given cmp1 (rack r1, preferred by Nova's RAMWeigher) failing
+        every spawn and a member sent there, whose failed build cmp1 has
+        given back (no host, no allocation in placement) while the
+        conductor is held before it claims the alternate nova-ext kept in
+        r1 (cmp2); when another member of the group is created meanwhile,
+        then it is counted against r1 all the same (where the failed
+        member last tried to build, from its instance actions) and goes to
+        r2; once the conductor goes on, the first member is ACTIVE on
+        cmp2: one member per rack.
+
+        Without that count the second member took cmp2 (the first host in
+        r1 with room once cmp1 is disabled) and the reschedule then put a
+        second member in r1.
+        """
+        self.use_schedulers()
+        self._set_failing_compute('enabled')
+        self.addCleanup(self._set_failing_compute, 'disabled')
+        self.close_reschedule_gate()
+        group = self.group('window')
+        hints = {'group': group, 'nova_ext:spread_level': 'rack',
+                 'nova_ext:spread_max_per_domain': str(MAXIMUM)}
+
+        def create(name):
+            status, answer = self.cloud.request('POST', '/servers', {
+                'server': {'name': name, 'flavorRef': self.flavor,
+                           'imageRef': cloud.IMAGE, 'networks': 'none'},
+                'os:scheduler_hints': hints})
+            self.assertEqual(202, status, answer)
+            return answer['server']['id']
+
+        first = create('window-0')
+        self.assertEqual(first, self.held_reschedule())
+        # the window: cmp1 gave the member's host and claim back
+        held = self.call('GET', '/servers/%s' % first)['server']
+        self.assertEqual(('BUILD', None),
+                         (held['status'], held['OS-EXT-SRV-ATTR:host']))
+        self._set_failing_compute('disabled')
+        second = create('window-1')
+        servers = self.wait_active('window', 1)
+        self.assertEqual([second], [s['id'] for s in servers])
+        self.assertEqual('r2', self.rack_of(
+            servers[0]['OS-EXT-SRV-ATTR:host']))
+        self.open_reschedule_gate()
+        servers = self.settle('window', 2)
+        per_rack = self.check(servers, OVER_LIMIT)
+        self.assertEqual({rack: MAXIMUM for rack in RACKS}, per_rack)
+        self.assertEqual('cmp2', self.by_uuid(servers, first)[
+            'OS-EXT-SRV-ATTR:host'])

@@ -6,9 +6,11 @@ import threading
 from nova import test
 
 from nova_ext import cache
-from nova_ext.scheduler.request_filters import maintenance
-from nova_ext.scheduler import spread_scheduling
-from nova_ext.scheduler.weights import image_locality
+from nova_ext.scheduler import cloud
+from nova_ext.scheduler import coordination
+from nova_ext.scheduler import group_members
+from nova_ext.scheduler import group_turns
+from nova_ext.scheduler import nova_patches
 
 
 class PutTest(test.NoDBTestCase):
@@ -161,22 +163,28 @@ class ForgetAllTest(test.NoDBTestCase):
             calls.append(image)
             return frozenset(['host1'])
 
-        image_locality.hosts_by_image.get('img', compute)
-        image_locality.hosts_by_image.get('img', compute)
+        cloud.hosts_by_image.get('img', compute)
+        cloud.hosts_by_image.get('img', compute)
         self.assertEqual(['img'], calls)
-        maintenance._traits_known['CUSTOM_NOVA_EXT_MAINTENANCE'] = True
-        spread_scheduling._provider_names['rp'] = 'host1'
-        coordination = spread_scheduling._coordination
+        cloud._traits_known['CUSTOM_NOVA_EXT_MAINTENANCE'] = True
+        group_members._provider_names['rp'] = 'host1'
+        group_members._in_flight['member'] = frozenset(['host1'])
+        group_turns._turns['group'] = object()
+        nova_patches._view_checked_in = 1
+        backend = coordination.process_coordination()
 
         # When the process "restarts"
         cache.forget_all()
 
         # Then each of them answers as a fresh process would
-        image_locality.hosts_by_image.get('img', compute)
+        cloud.hosts_by_image.get('img', compute)
         self.assertEqual(['img', 'img'], calls)
-        self.assertEqual({}, dict(maintenance._traits_known))
-        self.assertEqual({}, dict(spread_scheduling._provider_names))
-        self.assertIsNot(coordination, spread_scheduling._coordination)
+        self.assertEqual({}, dict(cloud._traits_known))
+        self.assertEqual({}, dict(group_members._provider_names))
+        self.assertEqual({}, dict(group_members._in_flight))
+        self.assertEqual({}, group_turns._turns)
+        self.assertIsNone(nova_patches._view_checked_in)
+        self.assertIsNot(backend, coordination.process_coordination())
 
     def test_a_registered_reset_runs_once_per_forget_all(self):
         resets = []
@@ -186,35 +194,3 @@ class ForgetAllTest(test.NoDBTestCase):
         cache.forget_all()
 
         self.assertEqual([1], resets)
-
-
-class AnsweredByTest(test.NoDBTestCase):
-
-    class Model(cache.Model):
-
-        def hosts_running_image(self, image_id):
-            return ['sim-host']
-
-    def test_a_model_answers_unremembered_then_the_cloud_again(self):
-        self.flags(image_locality_cache_seconds=600, group='nova_ext')
-        calls = []
-
-        def compute(image):
-            calls.append(image)
-            return frozenset(['host1'])
-
-        with cache.answered_by(self.Model()) as model:
-            self.assertIs(model, cache.model())
-            # the plugin asks the model, not the cell databases
-            self.assertEqual(frozenset(['sim-host']),
-                             image_locality.hosts_running_image('img'))
-            # and nothing is remembered meanwhile
-            image_locality.hosts_by_image.get('img', compute)
-            image_locality.hosts_by_image.get('img', compute)
-        self.assertEqual(['img', 'img'], calls)
-        self.assertIsNone(cache.model())
-
-    def test_forget_all_takes_the_model_away(self):
-        with cache.answered_by(self.Model()):
-            cache.forget_all()
-            self.assertIsNone(cache.model())

@@ -13,6 +13,7 @@ from nova import objects
 from nova import test
 
 from nova_ext import cache
+from nova_ext.scheduler import cloud
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler.request_filters import failure_domain
 from nova_ext.scheduler import scheduling_request
@@ -41,6 +42,23 @@ def request(hints=SPREAD, extra_specs=None, policy='anti-affinity',
         instance_group=group)
 
 
+class Cloud(cloud.Cloud):
+    """The test's compute traits, and a member on each host of the group
+    wherever the group is counted.
+    """
+
+    def __init__(self, test_case):
+        self.test_case = test_case
+
+    def failure_domain_traits(self, level):
+        return self.test_case.trait_domains
+
+    def group_members(self, context, group_uuid):
+        hosts = self.test_case.spec.instance_group.hosts
+        return {'member-%d' % index: frozenset([host])
+                for index, host in enumerate(hosts)}
+
+
 class ExcludeFullDomainsTest(test.NoDBTestCase):
 
     def setUp(self):
@@ -50,13 +68,6 @@ class ExcludeFullDomainsTest(test.NoDBTestCase):
                            aggregate('r1b', 'r1', 'h2'),
                            aggregate('r2', 'r2', 'h3', 'h4')]
         self.trait_domains = {}
-        self.stub_out('nova_ext.scheduler.failure_domains.trait_domains',
-                      lambda level: self.trait_domains)
-        # placement knows a member on each host of the group
-        self.stub_out(
-            'nova_ext.scheduler.spread_scheduling.members_per_host',
-            lambda ctxt, group_uuid, not_counted: (collections.Counter(
-                self.spec.instance_group.hosts), 0))
         cache.forget_all()
 
     def run_filter(self, spec, members=None):
@@ -70,7 +81,7 @@ class ExcludeFullDomainsTest(test.NoDBTestCase):
             enabled_filters=[],
             aggs_by_id={agg.id: agg for agg in self.aggregates})
         with scheduling_request.opened(spec, [spec.instance_uuid], view,
-                                       members=members) as found:
+                                       Cloud(self), members=members) as found:
             applied = failure_domain.exclude_full_domains(self.ctxt, spec)
             self.reason = found.why_no_host
         destination = (spec.requested_destination
@@ -142,7 +153,7 @@ class ExcludeFullDomainsTest(test.NoDBTestCase):
                          self.run_filter(request(hosts=['h5'])))
 
     def test_live_counts_win_over_the_conductors_hosts(self):
-        # spread_scheduling counted the group in placement without the
+        # the request was opened with its group counted, without the
         # server being moved, whose source host is still in group.hosts
         self.assertEqual((False, set(), set()), self.run_filter(
             request(hosts=['h1']), members=collections.Counter()))

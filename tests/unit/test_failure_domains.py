@@ -15,6 +15,7 @@ from nova import test
 from nova.tests.unit.scheduler import fakes
 
 from nova_ext import cache
+from nova_ext.scheduler import cloud
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler import scheduling_request
 from nova_ext.scheduler import spread_constraints
@@ -34,6 +35,21 @@ def racks(**hosts_by_rack):
     return [aggregate(index, hosts, {RACK: rack}, 'rack-' + rack)
             for index, (rack, hosts) in enumerate(sorted(
                 hosts_by_rack.items()), 1)]
+
+
+class StaticCloud(cloud.Cloud):
+    """A cloud whose compute traits name ``traits`` ({level: {provider:
+    domains}}) and whose hosts run no image.
+    """
+
+    def __init__(self, traits=None):
+        self.traits = traits or {}
+
+    def failure_domain_traits(self, level):
+        return self.traits.get(level, {})
+
+    def hosts_running_image(self, image_id):
+        return frozenset()
 
 
 def host_manager(aggregates=(), filters=()):
@@ -62,11 +78,12 @@ def group(policy='anti-affinity', hosts=(), members=()):
                                  hosts=list(hosts), members=list(members))
 
 
-def opened(test_case, spec, aggregates=(), members=None, servers=None):
+def opened(test_case, spec, aggregates=(), members=None, servers=None,
+           filters=()):
     """The spec's SchedulingRequest, open for the rest of the test."""
     context = scheduling_request.opened(
-        spec, servers or [spec.instance_uuid], host_manager(aggregates),
-        members=members)
+        spec, servers or [spec.instance_uuid],
+        host_manager(aggregates, filters), StaticCloud(), members=members)
     found = context.__enter__()
     test_case.addCleanup(context.__exit__, None, None, None)
     return found
@@ -75,7 +92,7 @@ def opened(test_case, spec, aggregates=(), members=None, servers=None):
 class DomainsTest(test.NoDBTestCase):
 
     def domains(self, *aggregates):
-        return failure_domains.Domains(list(aggregates))
+        return failure_domains.Domains(list(aggregates), lambda level: {})
 
     def test_an_aggregate_declares_its_hosts_domain(self):
         domains = self.domains(*racks(r1=['h1', 'h2'], r2=['h3']))
@@ -119,33 +136,34 @@ class TraitDomainsTest(test.NoDBTestCase):
             return {'h1': {'R1'}, 'h2': {'R2'}, 'h3': {'A', 'B'}}
 
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_ext.scheduler.failure_domains._domains_from_traits',
-            traits))
+            'nova_ext.scheduler.cloud._domains_from_traits', traits))
+        self.traits = cloud.LiveCloud().failure_domain_traits
 
     def test_trait_names_are_placement_custom_traits(self):
         self.assertEqual('CUSTOM_NOVA_EXT_FD_RACK_R_1',
                          failure_domains.domain_trait('rack', 'r-1'))
 
     def test_traits_place_a_host_no_aggregate_places(self):
-        domains = failure_domains.Domains(racks(r9=['h2']))
+        domains = failure_domains.Domains(racks(r9=['h2']), self.traits)
         self.assertEqual('R1', domains.of('h1', 'rack'))
         # aggregates win
         self.assertEqual('r9', domains.of('h2', 'rack'))
         # two domain traits: none
         self.assertIs(failure_domains.NO_DOMAIN, domains.of('h3', 'rack'))
-        # one placement read per level and cache period
-        failure_domains.Domains([]).of('h1', 'rack')
+        # the live cloud asks placement once per level and cache period
+        failure_domains.Domains([], self.traits).of('h1', 'rack')
         self.assertEqual(['rack'], self.asked)
 
     def test_traits_alone_when_aggregates_are_not_a_source(self):
         self.flags(failure_domain_sources=['traits'], group='nova_ext')
         self.assertEqual('R2', failure_domains.Domains(
-            racks(r9=['h2'])).of('h2', 'rack'))
+            racks(r9=['h2']), self.traits).of('h2', 'rack'))
 
     def test_no_traits_when_they_are_not_a_source(self):
         self.flags(failure_domain_sources=['aggregates'], group='nova_ext')
         self.assertIs(failure_domains.NO_DOMAIN,
-                      failure_domains.Domains([]).of('h1', 'rack'))
+                      failure_domains.Domains([], self.traits).of(
+                          'h1', 'rack'))
         self.assertEqual([], self.asked)
 
 

@@ -23,6 +23,7 @@ from nova_ext.scheduler import weights
 from nova_ext.scheduler.weights import bin_packing
 from nova_ext.scheduler.weights import failure_domain_spread
 from nova_ext.scheduler.weights import image_locality
+from tests.unit import test_failure_domains
 
 RACK_KEY = 'nova_ext:failure_domain:rack'
 PACKING_KEY = 'nova_ext:bin_packing_weight_multiplier'
@@ -105,8 +106,9 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         open until the test ends).
         """
         spec_obj = request(policy)
-        scope = scheduling_request.opened(spec_obj, [spec_obj.instance_uuid],
-                                          self.view())
+        scope = scheduling_request.opened(
+            spec_obj, [spec_obj.instance_uuid], self.view(),
+            test_failure_domains.StaticCloud())
         scope.__enter__()
         self.addCleanup(scope.__exit__, None, None, None)
         return spec_obj
@@ -167,8 +169,9 @@ class NovaExtWeighersTest(test.NoDBTestCase):
         # Given a request filtered and weighed by Nova's handlers, with
         # nova-ext's filter and weighers, inside its SchedulingRequest
         spec_obj = request()
-        with scheduling_request.opened(spec_obj, [spec_obj.instance_uuid],
-                                       self.view()):
+        with scheduling_request.opened(
+                spec_obj, [spec_obj.instance_uuid], self.view(),
+                test_failure_domains.StaticCloud()):
             passed = self.filtered(spec_obj)
             weighed = self.handler.get_weighed_objects(
                 [weights.NovaExtWeighers()], passed, spec_obj)

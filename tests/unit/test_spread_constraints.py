@@ -11,6 +11,7 @@ import testtools
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler.filters import failure_domain as fd_filter
 from nova_ext.scheduler import spread_constraints as sc
+from nova_ext.scheduler import spread_requests
 from nova_ext.scheduler.weights import failure_domain_spread
 from tests.unit.test_failure_domains import group
 from tests.unit.test_failure_domains import host
@@ -189,10 +190,13 @@ class FilterAndWeigherTest(test.NoDBTestCase):
                          [weights[h.host] for h in self.hosts])
 
     def test_spread_constraints_take_the_group_spread_lock(self):
-        # the members must be counted inside the group's lock, as for
+        # the members must be counted in the group's turn, as for
         # nova_ext:spread_level
-        from nova_ext.scheduler import spread_scheduling
         spec = request(hints={KEY: 'host:skew=1,soft'}, group=group())
-        self.assertIsNotNone(spread_scheduling._spread_group(spec))
-        self.assertIsNone(spread_scheduling._spread_group(
-            request(group=group())))
+        self.assertIsNotNone(spread_requests.needs_turn(
+            opened(self, spec, self.aggregates, filters=[
+                fd_filter.FailureDomainAntiAffinityFilter()]), spec))
+        spec = request(group=group())
+        self.assertIsNone(spread_requests.needs_turn(
+            opened(self, spec, self.aggregates, filters=[
+                fd_filter.FailureDomainAntiAffinityFilter()]), spec))

@@ -13,6 +13,7 @@ from nova import test
 
 from nova_ext import cache
 from nova_ext.scheduler import aggregate_keys
+from nova_ext.scheduler import cloud
 from nova_ext.scheduler import failure_domains
 from tests.unit.test_failure_domains import group
 from tests.unit.test_failure_domains import opened
@@ -102,7 +103,7 @@ class TraitSourceFallbackTest(test.NoDBTestCase):
         self.useFixture(fixtures.MonkeyPatch(
             'nova.scheduler.client.report.report_client_singleton',
             no_client))
-        self.assertEqual({}, failure_domains._domains_from_traits('rack'))
+        self.assertEqual({}, cloud._domains_from_traits('rack'))
         self.assertIn('could not read the CUSTOM_NOVA_EXT_FD_RACK_* traits '
                       'from placement (no [placement] auth_type)',
                       self.stdlog.logger.output)

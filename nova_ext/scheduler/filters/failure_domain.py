@@ -69,6 +69,9 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
             LOG.warning("%s: refusing request for instance %s: %s", NAME,
                         spec_obj.instance_uuid, error)
             raise exception.NoValidHost(reason=str(error))
+        # what a claim in the request's turn is judged again on, and found
+        # among (nova_ext.scheduler.spread_requests.claim)
+        request.judged_hosts = hosts
         if spread is None or not spread.hard:
             return hosts
         if request.candidates is None:

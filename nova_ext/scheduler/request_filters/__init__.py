@@ -36,7 +36,6 @@ from stevedore import named
 from nova import exception
 from nova import objects
 
-from nova_ext import cache
 from nova_ext import conf as ext_conf
 from nova_ext import upstream
 
@@ -57,16 +56,6 @@ def destination(request_spec):
             request_spec.requested_destination is None):
         request_spec.requested_destination = objects.Destination()
     return request_spec.requested_destination
-
-
-def aggregates_with_key(ctxt, key):
-    """The host aggregates whose metadata has ``key``: the API database's,
-    or the model's in place of a cloud (:func:`nova_ext.cache.answered_by`).
-    """
-    model = cache.model()
-    if model is not None:
-        return model.aggregates_with_key(key)
-    return objects.AggregateList.get_by_metadata_key(ctxt, key)
 
 
 def _guarded(name, function):

@@ -21,13 +21,14 @@ FailureDomainAntiAffinityFilter rejects them all although other domains
 have room. Here every candidate placement returns is in a domain with
 room, so the cap hides none of them.
 
-Members are counted where placement says they are, the server being
-scheduled or moved left out, as the group's spread lock counts them
-(:mod:`nova_ext.scheduler.spread_scheduling`) -- but before the lock, which
-is held from the count to the claims only: a member placed meanwhile makes
-this count low, so the pre-filter excludes less, never too much, and the
-filter, under the lock, stays the exact check. Without the lock
-(``[nova_ext] spread_serialize_groups = False``), the conductor's
+Members are counted where they are (the request's cloud's
+``group_members``), the server being scheduled or moved left out, as the
+group's turn counts them (:mod:`nova_ext.scheduler.group_turns`) -- but
+before the turn takes the group's lock, which is held from the count to
+the claims only: a member placed meanwhile makes this count low, so the
+pre-filter excludes less, never too much, and the filter, in the turn,
+stays the exact check. Without the lock (``[nova_ext]
+spread_serialize_groups = False``), the conductor's
 ``instance_group.hosts``. Hosts are placed in domains as the filter places
 them, from the request's
 :class:`~nova_ext.scheduler.scheduling_request.SchedulingRequest`
@@ -57,10 +58,10 @@ from nova.scheduler import request_filter
 from nova.scheduler import utils as scheduler_utils
 
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler import group_members
 from nova_ext.scheduler import request_filters
 from nova_ext.scheduler import scheduling_request
 from nova_ext.scheduler import spread_constraints
-from nova_ext.scheduler import spread_scheduling
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class _Declared(object):
                         aggregate.hosts or ())
         self.trait_hosts = collections.defaultdict(set)
         if self.domains.use_traits:
-            for host, domains in failure_domains.trait_domains(
+            for host, domains in request.cloud.failure_domain_traits(
                     level).items():
                 for domain in domains:
                     self.trait_hosts[domain].add(host)
@@ -128,20 +129,19 @@ def _hard_max(request):
 
 def _members(ctxt, request, group):
     """{host: members}, the request's servers left out: as the request
-    counted them already (explain, the simulator), else from placement as
-    the spread lock counts them (read now, before the lock: a member
-    placed meanwhile by another scheduler can only make this count low,
-    and a low count excludes less, never too much), else the conductor's
-    view of the group.
+    counted them already (explain, the simulator), else where the cloud
+    says they are, as the group's turn counts them (read now, before the
+    turn: a member placed meanwhile by another scheduler can only make
+    this count low, and a low count excludes less, never too much), else
+    the conductor's view of the group.
     """
     if (request.counted_members is not None
             or not CONF.nova_ext.spread_serialize_groups):
         return request.members()
     not_counted = set(request.instance_uuids)
     not_counted.add(request.spec_obj.instance_uuid)
-    members, _calls = spread_scheduling.members_per_host(
-        ctxt, group.uuid, not_counted)
-    return members
+    return group_members.per_host(
+        request.cloud.group_members(ctxt, group.uuid), not_counted)
 
 
 def _full_domains(request, members, constraint):

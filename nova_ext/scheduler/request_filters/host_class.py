@@ -19,12 +19,11 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova import exception
-from nova.image import glance
 from nova.scheduler import request_filter
 
-from nova_ext import cache
 from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import request_filters
+from nova_ext.scheduler import scheduling_request
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -32,29 +31,20 @@ LOG = logging.getLogger(__name__)
 AGGREGATE_KEY = aggregate_keys.HOST_CLASS
 EXTRA_SPEC = 'nova_ext:host_class'
 IMAGE_PROPERTY = 'nova_ext_host_class'
-image_classes = cache.TTLLookup('host_class_image_cache_seconds')
 
 
-def _image_class(ctxt, image):
-    """The image's nova_ext_host_class property, from glance.
+def _image_class(ctxt, cloud, image):
+    """The image's nova_ext_host_class property, as glance has it.
 
     Nova's ImageMetaProps keeps only the properties Nova knows, so the
     request spec does not carry this one.
     """
     if image is None or 'id' not in image:
         return None
-
-    def _ask_glance(image_id):
-        model = cache.model()
-        if model is not None:
-            return model.image_properties(image_id).get(IMAGE_PROPERTY)
-        meta = glance.API().get(ctxt, image_id)
-        return (meta.get('properties') or {}).get(IMAGE_PROPERTY)
-
-    return image_classes.get(image.id, _ask_glance)
+    return cloud.image_properties(ctxt, image.id).get(IMAGE_PROPERTY)
 
 
-def requested_class(ctxt, request_spec):
+def requested_class(ctxt, cloud, request_spec):
     flavor = request_spec.flavor if 'flavor' in request_spec else None
     host_class = (flavor.extra_specs or {}).get(EXTRA_SPEC) if flavor else None
     if host_class:
@@ -62,15 +52,16 @@ def requested_class(ctxt, request_spec):
     if 'is_bfv' in request_spec and request_spec.is_bfv:
         return None
     image = request_spec.image if 'image' in request_spec else None
-    return _image_class(ctxt, image)
+    return _image_class(ctxt, cloud, image)
 
 
 @request_filter.trace_request_filter
 def route_to_host_class(ctxt, request_spec):
-    host_class = requested_class(ctxt, request_spec)
+    cloud = scheduling_request.of(request_spec).cloud
+    host_class = requested_class(ctxt, cloud, request_spec)
     if not host_class and not CONF.nova_ext.host_class_isolation:
         return False
-    aggregates = request_filters.aggregates_with_key(ctxt, AGGREGATE_KEY)
+    aggregates = cloud.aggregates_with_key(ctxt, AGGREGATE_KEY)
     if not host_class:
         classed = {agg.uuid for agg in aggregates}
         if classed:

@@ -7,7 +7,9 @@ maintenance when its compute node resource provider carries the trait
 set with ``nova-ext-manage host maintenance on HOST``, which creates the
 trait in placement the first time; the pre-filter adds the trait to the
 request's forbidden traits. It never writes to placement: while the trait
-does not exist no host is in maintenance and it forbids nothing.
+does not exist no host is in maintenance and it forbids nothing (placement
+refuses a query forbidding a trait it does not know), which it asks the
+request's cloud (``trait_exists``).
 nova-compute keeps traits set through the placement API when it updates its
 provider.
 
@@ -20,60 +22,21 @@ create that carried it only: a later move of the server (migration, resize,
 evacuation, unshelve, a reschedule) never lands on a host in maintenance.
 """
 
-import cachetools
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import strutils
 
 from nova import exception
 from nova import objects
-from nova.scheduler.client import report
 from nova.scheduler import request_filter
 
-from nova_ext import cache
 from nova_ext import policies
+from nova_ext.scheduler import scheduling_request
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
 IGNORE_MAINTENANCE_HINT = 'nova_ext:ignore_maintenance'
-
-# Placement refuses (400) a query that forbids a trait it does not know, and
-# the trait exists only once "nova-ext-manage host maintenance on" created
-# it. A scheduling request reads, never writes: it asks placement whether
-# the trait exists and, until it does, no host can be in maintenance, so
-# the filter forbids nothing. Only "it exists" is remembered, for
-# TRAIT_KNOWN_SECONDS (a custom trait is deleted by hand, if ever, and
-# placement refuses that while a provider carries it); "it does not" is
-# asked again at the next request, so the first "maintenance on" counts at
-# once. Per process, reset with the rest of nova-ext's memory.
-TRAIT_KNOWN_SECONDS = 300
-_traits_known = cachetools.TTLCache(maxsize=16, ttl=TRAIT_KNOWN_SECONDS)
-cache.register_reset(_traits_known.clear)
-
-
-def _trait_exists(trait):
-    """Whether placement knows ``trait`` (``GET /traits/{name}``: 204 or
-    404). Anything else answers None: not known either way.
-    """
-    model = cache.model()
-    if model is not None:
-        return model.trait_exists(trait)
-    if trait in _traits_known:
-        return True
-    try:
-        resp = report.report_client_singleton().get(
-            '/traits/%s' % trait, version='1.6')
-    except Exception as error:  # noqa: a failing lookup fails no request
-        resp, failure = None, error
-    else:
-        failure = '%s %s' % (resp.status_code, resp.text)
-    if resp is not None and resp.status_code == 204:
-        _traits_known[trait] = True
-        return True
-    if resp is not None and resp.status_code == 404:
-        return False
-    return failure
 
 
 def _is_the_create(ctxt, request_spec):
@@ -112,7 +75,7 @@ def exclude_hosts_in_maintenance(ctxt, request_spec):
                      IGNORE_MAINTENANCE_HINT)
             return False
     trait = CONF.nova_ext.maintenance_trait
-    exists = _trait_exists(trait)
+    exists = scheduling_request.of(request_spec).cloud.trait_exists(trait)
     if exists is True:
         request_spec.root_forbidden.add(trait)
         return True

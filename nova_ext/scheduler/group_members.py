@@ -1,0 +1,235 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Where a server group's members are: what a spread request counts.
+
+:func:`where` answers ``LiveCloud.group_members`` (:mod:`nova_ext.
+scheduler.cloud`), read by a group's turn when it takes the spread lock
+(:mod:`nova_ext.scheduler.group_turns`), by the failure_domain request
+filter and by ``nova-ext-manage explain``. A member is where:
+
+* its instance records a host (set by the compute's claim): one query of
+  the API database for the members' cells, one per cell, no placement;
+* else, placement holds its allocations (claimed by the scheduler, not yet
+  built): read from placement, ``MEMBER_READS`` at a time, and remembered
+  by this process (:data:`_in_flight`) until it records a host, so that a
+  burst reads each member from placement once per scheduler process, not
+  once per later request;
+* else, when it is being rescheduled (its build failed: the compute cleared
+  its host and gave its allocations back, and the conductor is about to
+  claim an alternate host, which nova-ext keeps in the same failure
+  domains): the host its last build ran on, from its instance actions.
+  Counted there, the member keeps its place in every domain through the
+  reschedule, so no request of the group can take it meanwhile.
+
+A member counts on every host it holds resources on (a move in progress
+holds two), never on none while it holds any: counted too often, never too
+little.
+"""
+
+import collections
+from concurrent import futures
+import time
+
+import cachetools
+from oslo_log import log as logging
+
+from nova.compute import task_states
+from nova.compute import vm_states
+from nova import context as nova_context
+from nova import objects
+from nova.scheduler.client import report
+
+from nova_ext import cache
+
+LOG = logging.getLogger(__name__)
+
+# Allocation reads in flight at once when a group is counted: placement
+# answers them in parallel, and a group of 100 members read one at a time
+# is most of a count's time.
+MEMBER_READS = 8
+
+# {member uuid: frozenset of hosts} placement said a member in flight holds
+# resources on, kept by this process for IN_FLIGHT_SECONDS or until the
+# member records a host (or fails), at most IN_FLIGHT_KEPT members (the
+# oldest go first). A member stays in the failure domains it was claimed
+# in until it records a host (a reschedule keeps them), so what placement
+# said stays true; a member whose build failed with no reschedule is
+# counted until its entry ages out: too often, never too little.
+IN_FLIGHT_SECONDS = 120
+IN_FLIGHT_KEPT = 10000
+_in_flight = cachetools.TTLCache(maxsize=IN_FLIGHT_KEPT,
+                                 ttl=IN_FLIGHT_SECONDS)
+cache.register_reset(_in_flight.clear)
+
+# {resource provider uuid: host}: the name of a compute node's provider
+# (its root's), which never changes; the PROVIDERS_KEPT most recently used
+PROVIDERS_KEPT = 10000
+_provider_names = cachetools.LRUCache(maxsize=PROVIDERS_KEPT)
+cache.register_reset(_provider_names.clear)
+
+# the event Nova's compute records, with its host, for each build attempt
+BUILD_EVENT = 'compute__do_build_and_run_instance'
+
+
+def per_host(where, not_counted=()):
+    """{host: members there} of ``where`` ({member: hosts}), leaving out
+    the members in ``not_counted`` (the servers a request places or moves).
+    """
+    counts = collections.Counter()
+    for member, hosts in where.items():
+        if member not in not_counted:
+            counts.update(hosts)
+    return counts
+
+
+def where(context, group_uuid):
+    """{member uuid: frozenset of hosts} for the members of server group
+    ``group_uuid`` that hold resources somewhere (module docstring).
+    """
+    started = time.monotonic()
+    group = objects.InstanceGroup.get_by_uuid(context, group_uuid)
+    members = list(group.members or [])
+    found, failed, rescheduling = _recorded(context, members)
+    for member in failed:
+        _in_flight.pop(member, None)
+    for member in found:
+        _in_flight.pop(member, None)
+    to_read = []
+    for member in members:
+        if member in found or member in failed:
+            continue
+        known = _in_flight.get(member)
+        if known is not None:
+            found[member] = known
+        else:
+            to_read.append(member)
+    read = _read_from_placement(context, to_read) if to_read else {}
+    for member, hosts in read.items():
+        found[member] = _in_flight[member] = hosts
+    rescheduled = [member for member in to_read
+                   if member not in read and member in rescheduling]
+    for member in rescheduled:
+        host = _last_build_host(context, rescheduling[member], member)
+        if host is not None:
+            found[member] = frozenset([host])
+    LOG.debug("nova-ext: server group %s counted in %.0f ms: %d of %d "
+              "members hold resources (%d read from placement, %d being "
+              "rescheduled)", group_uuid,
+              (time.monotonic() - started) * 1000, len(found), len(members),
+              len(to_read), len(rescheduled))
+    return found
+
+
+def _recorded(context, members):
+    """({member: frozenset([its host])} for the members whose instance
+    records a host, {members in cell0}, {member being rescheduled: its
+    cell}): those that failed to schedule hold nothing; a member whose
+    build failed and is being rescheduled is in its cell without a host,
+    building, in task state scheduling.
+    """
+    recorded, failed, rescheduling = {}, set(), {}
+    if not members:
+        return recorded, failed, rescheduling
+    cells = {}
+    for mapping in objects.InstanceMappingList.get_by_instance_uuids(
+            context, members):
+        cell = mapping.cell_mapping if 'cell_mapping' in mapping else None
+        if cell is None:
+            continue  # not scheduled yet, or scheduled and not yet created
+        if cell.uuid == objects.CellMapping.CELL0_UUID:
+            failed.add(mapping.instance_uuid)
+            continue
+        cells.setdefault(cell.uuid, (cell, []))[1].append(
+            mapping.instance_uuid)
+    for cell, uuids in cells.values():
+        with nova_context.target_cell(context, cell) as cell_context:
+            instances = objects.InstanceList.get_by_filters(
+                cell_context, {'uuid': uuids, 'deleted': False},
+                expected_attrs=[])
+        for instance in instances:
+            if instance.host:
+                recorded[instance.uuid] = frozenset([instance.host])
+            elif (instance.vm_state == vm_states.BUILDING
+                  and instance.task_state == task_states.SCHEDULING):
+                rescheduling[instance.uuid] = cell
+    return recorded, failed, rescheduling
+
+
+def _read_from_placement(context, members):
+    """{member: frozenset of hosts} for the ``members`` that hold
+    allocations in placement.
+    """
+    client = report.report_client_singleton()
+
+    def providers_of(member):
+        return list(client.get_allocs_for_consumer(
+            context, member).get('allocations', {}))
+
+    with futures.ThreadPoolExecutor(
+            max_workers=MEMBER_READS,
+            thread_name_prefix='nova-ext-members') as executor:
+        providers = dict(zip(members, executor.map(providers_of, members)))
+    names = _provider_hosts(context, client, {
+        uuid for uuids in providers.values() for uuid in uuids})
+    found = {}
+    for member, uuids in providers.items():
+        hosts = frozenset(names[uuid] for uuid in uuids if uuid in names)
+        if hosts:
+            found[member] = hosts
+    return found
+
+
+def _provider_hosts(context, client, provider_uuids):
+    """{provider uuid: host} for compute-node providers: the name of the
+    provider's root, asked from placement once per provider and process.
+    """
+    hosts = {}
+    for uuid in provider_uuids:
+        name = _provider_names.get(uuid)
+        if name is None:
+            name = _provider_names[uuid] = _root_name(context, client, uuid)
+        if name:
+            hosts[uuid] = name
+    return hosts
+
+
+def _root_name(context, client, uuid):
+    resp = client.get('/resource_providers/%s' % uuid, version='1.14',
+                      global_request_id=context.global_id)
+    if not resp:
+        return ''
+    provider = resp.json()
+    root = provider.get('root_provider_uuid') or uuid
+    if root != uuid:
+        resp = client.get('/resource_providers/%s' % root, version='1.14',
+                          global_request_id=context.global_id)
+        provider = resp.json() if resp else {}
+    # a compute node's provider is named after its node, which is its host
+    # for every driver but ironic
+    return provider.get('name') or ''
+
+
+def _last_build_host(context, cell, member):
+    """The host of the member's latest build attempt (Nova's compute
+    records each, with its host, as an event of the instance's create
+    action in its cell), or None.
+    """
+    latest = None
+    try:
+        with nova_context.target_cell(context, cell) as cell_context:
+            for action in objects.InstanceActionList.get_by_instance_uuid(
+                    cell_context, member):
+                if action.action != 'create':
+                    continue
+                for event in objects.InstanceActionEventList.get_by_action(
+                        cell_context, action.id):
+                    if event.event == BUILD_EVENT and event.host and (
+                            latest is None
+                            or event.start_time > latest.start_time):
+                        latest = event
+    except Exception as error:
+        # counted nowhere, as before nova-ext knew of reschedules
+        LOG.warning("nova-ext: could not read where server %s last tried "
+                    "to build (%s); it is not counted while rescheduled",
+                    member, error)
+        return None
+    return latest.host if latest is not None else None

@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Where a server group's members are (nova_ext.scheduler.group_members),
+read from Nova's own API and cell databases (Nova's test databases) and a
+placement that answers allocations.
+"""
+
+import fixtures
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova.compute import task_states
+from nova.compute import vm_states
+from nova import context as nova_context
+from nova import objects
+from nova import test
+
+from nova_ext import cache
+from nova_ext.scheduler import group_members
+
+
+class Response(object):
+
+    def __init__(self, body):
+        self.body = body
+
+    def __bool__(self):
+        return self.body is not None
+
+    def json(self):
+        return self.body
+
+
+class Placement(object):
+    """Allocations per consumer, and compute-node providers named after
+    their hosts; counts the allocation reads.
+    """
+
+    def __init__(self, hosts):
+        self.providers = {getattr(uuids, 'rp_' + host): host
+                          for host in hosts}
+        self.allocations = {}
+        self.reads = []
+
+    def claim(self, member, host):
+        self.allocations[member] = {getattr(uuids, 'rp_' + host): {}}
+
+    def get_allocs_for_consumer(self, context, consumer):
+        self.reads.append(consumer)
+        return {'allocations': self.allocations.get(consumer, {})}
+
+    def get(self, url, version=None, global_request_id=None):
+        uuid = url.rsplit('/', 1)[1]
+        name = self.providers.get(uuid)
+        return Response(None if name is None else {
+            'uuid': uuid, 'name': name, 'root_provider_uuid': uuid})
+
+
+class WhereTest(test.TestCase):
+    """Given a group whose members are built, in flight (claimed, not
+    built), not scheduled yet, failed (cell0) and being rescheduled (build
+    failed, allocations given back, no host), when the group is counted,
+    then each member that holds resources, or is about to claim an
+    alternate in the domains of its failed host, counts on its host.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.context = nova_context.get_admin_context()
+        self.placement = Placement(['h1', 'h2', 'h3'])
+        self.stub_out('nova.scheduler.client.report.report_client_singleton',
+                      lambda: self.placement)
+        cache.forget_all()
+        self.addCleanup(cache.forget_all)
+        self.members = []
+
+    def member(self, name, cell=None, host=None, vm_state=vm_states.BUILDING,
+               task_state=None):
+        uuid = getattr(uuids, name)
+        self.members.append(uuid)
+        mapping = objects.InstanceMapping(
+            self.context, instance_uuid=uuid, project_id='p',
+            cell_mapping=self.cell_mappings[cell] if cell else None)
+        mapping.create()
+        if cell:
+            with nova_context.target_cell(
+                    self.context, self.cell_mappings[cell]) as cctxt:
+                objects.Instance(cctxt, uuid=uuid, project_id='p',
+                                 host=host, vm_state=vm_state,
+                                 task_state=task_state).create()
+        return uuid
+
+    def build_attempt(self, uuid, host):
+        """Nova's compute recording a build attempt on ``host``."""
+        with nova_context.target_cell(
+                self.context, self.cell_mappings['cell1']) as cctxt:
+            objects.InstanceAction.action_start(cctxt, uuid, 'create',
+                                                want_result=False)
+            objects.InstanceActionEvent.event_start(
+                cctxt, uuid, group_members.BUILD_EVENT, want_result=False,
+                host=host)
+
+    def group(self):
+        group = objects.InstanceGroup(
+            self.context, name='web', policy='anti-affinity',
+            project_id='p', user_id='u', members=self.members)
+        group.create()
+        return group.uuid
+
+    def test_each_member_counts_where_it_holds_or_will_hold_resources(self):
+        built = self.member('built', 'cell1', host='h1',
+                            vm_state=vm_states.ACTIVE)
+        flying = self.member('flying')  # claimed, not created in a cell yet
+        self.placement.claim(flying, 'h2')
+        self.member('waiting')  # not scheduled yet: holds nothing
+        self.member('failed', 'cell0', vm_state=vm_states.ERROR)
+        rescheduled = self.member('rescheduled', 'cell1',
+                                  task_state=task_states.SCHEDULING)
+        self.build_attempt(rescheduled, 'h3')
+
+        where = group_members.where(self.context, self.group())
+
+        self.assertEqual({built: {'h1'}, flying: {'h2'},
+                          rescheduled: {'h3'}}, where)
+        # the failed and the built are not asked of placement
+        self.assertEqual({flying, uuids.waiting, rescheduled},
+                         set(self.placement.reads))
+
+    def test_a_member_in_flight_is_read_once_until_it_records_a_host(self):
+        flying = self.member('flying')
+        self.placement.claim(flying, 'h2')
+        group = self.group()
+        self.assertEqual({flying: {'h2'}},
+                         group_members.where(self.context, group))
+        del self.placement.reads[:]
+        self.assertEqual({flying: {'h2'}},
+                         group_members.where(self.context, group))
+        self.assertEqual([], self.placement.reads)
+
+    def test_what_placement_said_ages_out(self):
+        flying = self.member('flying')
+        self.placement.claim(flying, 'h2')
+        group = self.group()
+        group_members.where(self.context, group)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.scheduler.group_members._in_flight',
+            group_members.cachetools.TTLCache(maxsize=10, ttl=0)))
+        del self.placement.allocations[flying]  # failed, claims given back
+        self.assertEqual({}, group_members.where(self.context, group))
+
+    def test_a_rescheduled_member_without_a_recorded_attempt_is_not_counted(
+            self):
+        self.member('rescheduled', 'cell1', task_state=task_states.SCHEDULING)
+        self.assertEqual({}, group_members.where(self.context, self.group()))
+
+    def test_per_host_leaves_out_the_servers_not_counted(self):
+        where = {uuids.a: frozenset(['h1']), uuids.b: frozenset(['h1', 'h2']),
+                 uuids.moving: frozenset(['h2'])}
+        self.assertEqual({'h1': 2, 'h2': 1},
+                         dict(group_members.per_host(where, {uuids.moving})))
