@@ -8,11 +8,15 @@ filter and by ``nova-ext-manage explain``. A member is where:
 
 * its instance records a host (set by the compute's claim): one query of
   the API database for the members' cells, one per cell, no placement;
+  while it is being moved (a task under way: migration, resize,
+  evacuation), also where placement holds its allocations (the
+  destination claimed for it);
 * else, placement holds its allocations (claimed by the scheduler, not yet
   built): read from placement, ``MEMBER_READS`` at a time, and remembered
-  by this process (:data:`_in_flight`) until it records a host, so that a
-  burst reads each member from placement once per scheduler process, not
-  once per later request;
+  by this process (:data:`_in_flight`, which also learns each claim this
+  process's turns make, :func:`claimed`) until it records a host, so that
+  a burst reads each member from placement at most once per scheduler
+  process;
 * else, when it is being rescheduled (its build failed: the compute cleared
   its host and gave its allocations back, and the conductor is about to
   claim an alternate host, which nova-ext keeps in the same failure
@@ -88,11 +92,13 @@ def where(context, group_uuid):
     started = time.monotonic()
     group = objects.InstanceGroup.get_by_uuid(context, group_uuid)
     members = list(group.members or [])
-    found, failed, rescheduling = _recorded(context, members)
+    found, failed, rescheduling, moving = _recorded(context, members)
     for member in failed:
         _in_flight.pop(member, None)
     for member in found:
         _in_flight.pop(member, None)
+    for member, hosts in _read_from_placement(context, moving).items():
+        found[member] = found[member] | hosts
     to_read = []
     for member in members:
         if member in found or member in failed:
@@ -102,7 +108,7 @@ def where(context, group_uuid):
             found[member] = known
         else:
             to_read.append(member)
-    read = _read_from_placement(context, to_read) if to_read else {}
+    read = _read_from_placement(context, to_read)
     for member, hosts in read.items():
         found[member] = _in_flight[member] = hosts
     rescheduled = [member for member in to_read
@@ -113,22 +119,30 @@ def where(context, group_uuid):
             found[member] = frozenset([host])
     LOG.debug("nova-ext: server group %s counted in %.0f ms: %d of %d "
               "members hold resources (%d read from placement, %d being "
-              "rescheduled)", group_uuid,
+              "moved, %d being rescheduled)", group_uuid,
               (time.monotonic() - started) * 1000, len(found), len(members),
-              len(to_read), len(rescheduled))
+              len(to_read), len(moving), len(rescheduled))
     return found
+
+
+def claimed(member, host):
+    """A claim of this process for ``member`` on ``host`` succeeded: it is
+    in flight there (no need to ask placement where).
+    """
+    _in_flight[member] = frozenset([host])
 
 
 def _recorded(context, members):
     """({member: frozenset([its host])} for the members whose instance
     records a host, {members in cell0}, {member being rescheduled: its
-    cell}): those that failed to schedule hold nothing; a member whose
-    build failed and is being rescheduled is in its cell without a host,
-    building, in task state scheduling.
+    cell}, [members with a host and a task under way]): those that failed
+    to schedule hold nothing; a member whose build failed and is being
+    rescheduled is in its cell without a host, building, in task state
+    scheduling; a member being moved may hold a destination too.
     """
-    recorded, failed, rescheduling = {}, set(), {}
+    recorded, failed, rescheduling, moving = {}, set(), {}, []
     if not members:
-        return recorded, failed, rescheduling
+        return recorded, failed, rescheduling, moving
     cells = {}
     for mapping in objects.InstanceMappingList.get_by_instance_uuids(
             context, members):
@@ -148,16 +162,21 @@ def _recorded(context, members):
         for instance in instances:
             if instance.host:
                 recorded[instance.uuid] = frozenset([instance.host])
+                if instance.task_state and (
+                        instance.vm_state != vm_states.BUILDING):
+                    moving.append(instance.uuid)
             elif (instance.vm_state == vm_states.BUILDING
                   and instance.task_state == task_states.SCHEDULING):
                 rescheduling[instance.uuid] = cell
-    return recorded, failed, rescheduling
+    return recorded, failed, rescheduling, moving
 
 
 def _read_from_placement(context, members):
     """{member: frozenset of hosts} for the ``members`` that hold
     allocations in placement.
     """
+    if not members:
+        return {}
     client = report.report_client_singleton()
 
     def providers_of(member):

@@ -182,9 +182,9 @@ class SchedulingRequest(object):
             timeout = CONF.nova_ext.spread_lock_timeout
             if not self.turn.decide(self, timeout):
                 raise exception.NoValidHost(reason=(
-                    'timed out after %ds waiting for the other requests of '
-                    'server group %s to decide' % (
-                        timeout, self.turn.group_uuid)))
+                    'timed out after %ds waiting for the spread lock of '
+                    'server group %s: other requests of its turn are still '
+                    'deciding' % (timeout, self.turn.group_uuid)))
             if (self._members is None
                     or self._members_version != self.turn.version):
                 self._members, self._members_version = self.turn.members(

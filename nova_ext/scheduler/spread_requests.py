@@ -102,8 +102,14 @@ def schedule(context, spec_obj, instance_uuids, call):
             # failed: Nova gave its claims back, and so does the turn
             turn.give_back(_servers(request))
         clean = turn.done(timeout)
-    if clean is False:
-        _verified(context, request, group, instance_uuids, selections)
+    if clean is not True:
+        # the lock was lost (False), or the turn outlasted the wait and its
+        # release is not known yet (None): another scheduler may have
+        # placed members meanwhile
+        _verified(context, request, group, instance_uuids, selections,
+                  'was lost while this request was scheduled'
+                  if clean is False else 'was held by a turn that did not '
+                  'end within %ds' % timeout)
     return selections
 
 
@@ -193,7 +199,9 @@ def claim(nova_claim, ctx, client, spec_obj, instance_uuid, alloc_req,
     claimed = nova_claim(
         ctx, client, spec_obj, instance_uuid, alloc_req,
         allocation_request_version=allocation_request_version)
-    if not claimed:
+    if claimed:
+        group_members.claimed(instance_uuid, host_state.host)
+    else:
         turn.give_back([instance_uuid])
     return claimed
 
@@ -228,31 +236,29 @@ def _refuse(reason):
     raise exception.NoValidHost(reason=reason)
 
 
-def _verified(context, request, group, instance_uuids, selections):
-    """The backend could not confirm the group's lock was still held when
-    the turn released it (its connection or session was lost): another
-    scheduler may have placed members of the group meanwhile. Count the
-    group again, this request's servers included, and keep the placements
-    only if every hard constraint still holds; else give the claims back
-    and refuse.
+def _verified(context, request, group, instance_uuids, selections, why):
+    """The request's hosts are not known to have been decided under the
+    group's lock (``why``: the backend lost it, or the turn has not ended):
+    another scheduler may have placed members of the group meanwhile. Count
+    the group again, this request's servers included, and keep the
+    placements only if every hard constraint still holds; else give the
+    claims back and refuse.
     """
     counted = request.cloud.group_members(context, group.uuid)
     placed = [selection[0].service_host for selection in selections]
     broken = request.broken_by(group_members.per_host(counted), placed)
     if not broken:
-        LOG.warning("nova-ext: the spread lock of server group %s could not "
-                    "be released cleanly (the coordination backend lost "
-                    "it); placement, counted again, shows every constraint "
-                    "held: %s kept", group.uuid, ', '.join(placed))
+        LOG.warning("nova-ext: the spread lock of server group %s %s; "
+                    "counted again, the group shows every constraint held: "
+                    "%s kept", group.uuid, why, ', '.join(placed))
         return
     if not _moves(request):
         client = report.report_client_singleton()
         for uuid in instance_uuids or [request.spec_obj.instance_uuid]:
             client.delete_allocation_for_instance(context, uuid, force=True)
-    _refuse('the spread lock of server group %s (%s) was lost while this '
-            'request was scheduled and the group changed meanwhile: %s; '
-            'nothing was kept, try again' % (
-                group.name, group.uuid, '; '.join(broken)))
+    _refuse('the spread lock of server group %s (%s) %s and the group '
+            'changed meanwhile: %s; nothing was kept, try again' % (
+                group.name, group.uuid, why, '; '.join(broken)))
 
 
 def _moves(request):

@@ -1,25 +1,32 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A test-only scheduler filter that holds one scheduling request still.
+"""A test-only scheduler filter, and weigher, that hold one scheduling
+request still.
 
-Filters run inside Nova's ``SchedulerManager._schedule``, which nova-ext
-runs under a server group's spread lock: a request held here holds its
-group's lock, for as long as a test needs to do something to its holder.
+Filters and weighers run inside Nova's ``SchedulerManager._schedule``,
+which nova-ext runs in a server group's turn, holding the group's spread
+lock: a request held here holds its group's lock, for as long as a test
+needs to do something to its holder. Held in the weigher, the request is
+also in the middle of its decision (nova-ext's filter has read the group's
+members): the other requests of its turn wait to decide until it claims.
 
 While the file ``<lock_path>/spread-gate`` exists, the first request to
-reach this filter takes it (renames it to ``spread-gate.taken``), writes
-``spread-gate.holder`` ("<pid> <instance uuid>") and waits until the test
-removes ``spread-gate.taken``; every other request passes at once. Every
-host passes. Enabled by nova.conf::
+reach the filter (or the weigher) takes it (renames it to
+``spread-gate.taken``), writes ``spread-gate.holder`` ("<pid> <instance
+uuid>") and waits until the test removes ``spread-gate.taken``; every
+other request passes at once. Every host passes, and weighs 0. Enabled by
+nova.conf::
 
     [filter_scheduler]
     available_filters = tests.system.gate_filter.GateFilter
     enabled_filters = GateFilter,...
+    weight_classes = ...,tests.system.gate_filter.GateWeigher
 """
 
 import os
 import time
 
 from nova.scheduler import filters
+from nova.scheduler import weights
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -34,27 +41,43 @@ def gate_path(directory):
     return os.path.join(directory, 'spread-gate')
 
 
+def hold(who, spec_obj):
+    """Hold the request of ``spec_obj`` while the gate is closed, if it is
+    the first to reach it.
+    """
+    gate = gate_path(CONF.oslo_concurrency.lock_path)
+    try:
+        os.rename(gate, gate + '.taken')
+    except OSError:
+        return
+    holder = '%d %s' % (os.getpid(), spec_obj.instance_uuid)
+    with open(gate + '.holder.tmp', 'w') as f:
+        f.write(holder)
+    os.rename(gate + '.holder.tmp', gate + '.holder')
+    LOG.warning('%s: holding request of %s (process %d)', who,
+                spec_obj.instance_uuid, os.getpid())
+    deadline = time.monotonic() + LONGEST
+    while os.path.exists(gate + '.taken') and (
+            time.monotonic() < deadline):
+        time.sleep(0.2)
+    LOG.warning('%s: released request of %s', who, spec_obj.instance_uuid)
+
+
 class GateFilter(filters.BaseHostFilter):
 
     def filter_all(self, filter_obj_list, spec_obj):
-        gate = gate_path(CONF.oslo_concurrency.lock_path)
-        try:
-            os.rename(gate, gate + '.taken')
-        except OSError:
-            return filter_obj_list
-        holder = '%d %s' % (os.getpid(), spec_obj.instance_uuid)
-        with open(gate + '.holder.tmp', 'w') as f:
-            f.write(holder)
-        os.rename(gate + '.holder.tmp', gate + '.holder')
-        LOG.warning('GateFilter: holding request of %s (process %d)',
-                    spec_obj.instance_uuid, os.getpid())
-        deadline = time.monotonic() + LONGEST
-        while os.path.exists(gate + '.taken') and (
-                time.monotonic() < deadline):
-            time.sleep(0.2)
-        LOG.warning('GateFilter: released request of %s',
-                    spec_obj.instance_uuid)
+        hold('GateFilter', spec_obj)
         return filter_obj_list
 
     def host_passes(self, host_state, spec_obj):
         return True
+
+
+class GateWeigher(weights.BaseHostWeigher):
+
+    def weigh_objects(self, weighed_obj_list, spec_obj):
+        hold('GateWeigher', spec_obj)
+        return [0.0] * len(weighed_obj_list)
+
+    def _weigh_object(self, host_state, spec_obj):
+        return 0.0

@@ -3,10 +3,12 @@
 
 Given two nova-scheduler processes, four fake computes in two racks
 (aggregate metadata; cmp1, in rack r1, runs a driver whose every spawn
-fails and is disabled except in the reschedule case) and a test-only
-filter (:mod:`tests.system.gate_filter`) that can hold one request still
-inside the group's spread lock, when a burst of creates of one server
-group (``rack``, at most one member per rack) is in flight and
+fails and is disabled except in the reschedule cases) and a test-only
+weigher (:mod:`tests.system.gate_filter`) that can hold one request still
+in the middle of its decision, inside its group's turn and spread lock
+(the other requests of that turn wait to decide), when a burst of creates
+of one server group (``rack``, at most one member per rack) is in flight
+and
 
 * the nova-scheduler process holding the group's lock is killed (SIGKILL),
 * the coordination backend (a private redis) dies, and comes back,
@@ -53,12 +55,13 @@ CONF = '\n'.join([
     '[filter_scheduler]',
     'available_filters = nova.scheduler.filters.all_filters',
     'available_filters = nova_ext.scheduler.filters.all_filters',
-    'available_filters = tests.system.gate_filter.GateFilter',
-    'enabled_filters = GateFilter,ComputeFilter,'
+    'enabled_filters = ComputeFilter,'
     'ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter,'
     'FailureDomainAntiAffinityFilter',
-    # Nova's weighers only: RAMWeigher puts the failing compute first
-    'weight_classes = nova.scheduler.weights.all_weighers',
+    # Nova's weighers (RAMWeigher puts the failing compute first) and the
+    # gate, which weighs every host alike
+    'weight_classes = nova.scheduler.weights.all_weighers,'
+    'tests.system.gate_filter.GateWeigher',
     # every other host an alternate: the rack-mate of the failing compute
     # among them whatever the weighers' order (with Nova's default of 3,
     # two alternates, both may be in the other rack: nova-ext drops them)
@@ -67,6 +70,10 @@ CONF = '\n'.join([
     '[nova_ext]',
     'spread_lock_timeout = 60',
 ])
+
+# Nova's RAMWeigher prefers cmp1 (the failing driver has twice the
+# memory), then cmp2, its rack-mate, then the hosts of r2
+LESS_RAM = '[DEFAULT]\nreserved_host_memory_mb = 100000\n'
 
 # What an ERROR member's fault may say, by cause.
 OVER_LIMIT = 'max %d per rack' % MAXIMUM
@@ -88,10 +95,10 @@ class SpreadFaultsTest(testtools.TestCase):
         super().setUpClass()
         cls.cloud = cloud.LoopbackNova(
             CONF, computes=[h for hosts in RACKS.values() for h in hosts],
-            schedulers=2, compute_conf={FAILING: '\n'.join([
+            schedulers=2, compute_conf=dict({FAILING: '\n'.join([
                 '[DEFAULT]',
                 'compute_driver = %s.FailingDriver' % failing_driver.NAME,
-                ''])})
+                ''])}, **{host: LESS_RAM for host in RACKS['r2']}))
         imports = os.environ.get('NOVA_EXT_TEST_IMPORTS')
         os.environ['NOVA_EXT_TEST_IMPORTS'] = ' '.join([
             failing_driver.__name__, reschedule_gate.__name__])
@@ -168,7 +175,8 @@ class SpreadFaultsTest(testtools.TestCase):
         else:
             self.cloud.wait_for_schedulers()
 
-    # the gate: one request of the burst held inside the group's lock
+    # the gate: one request of the burst held in its decision, inside the
+    # group's lock
 
     def close_gate(self):
         for path in (self.gate + '.holder', self.gate + '.taken'):
@@ -344,13 +352,14 @@ class SpreadFaultsTest(testtools.TestCase):
 
     def test_scheduler_killed_while_holding_the_lock(self):
         """Given two schedulers and a burst of one group, one request held
-        inside the group's lock (MariaDB GET_LOCK), and a request of the
-        other scheduler waiting for that lock; when the holder's
-        nova-scheduler process is killed with SIGKILL, then MariaDB frees
-        the lock with the dead connection and the other scheduler places
-        one member per rack; the requests the dead scheduler had taken end
-        ERROR with Nova's RPC timeout ("MessagingTimeout"),
-        the rest ERROR over the rack limit, none in BUILD.
+        in its decision inside the group's lock (MariaDB GET_LOCK), and a
+        request of the other scheduler waiting for that lock; when the
+        holder's nova-scheduler process is killed with SIGKILL, then
+        MariaDB frees the lock with the dead connection and the other
+        scheduler places one member per rack; the requests the dead
+        scheduler had taken (the held one's turn, and those waiting for the
+        next) end ERROR with Nova's RPC timeout ("MessagingTimeout"), the
+        rest ERROR over the rack limit, none in BUILD.
 
         The operator sees: ERROR servers with a MessagingTimeout fault
         after ``rpc_response_timeout``; nothing stays locked.
@@ -376,13 +385,14 @@ class SpreadFaultsTest(testtools.TestCase):
         """Given the schedulers locking in a private redis
         (``coordination_backend_url``, ``spread_coordination_unavailable =
         refuse``, ``spread_coordination_retry_seconds = 2``) and a burst of
-        one group with one request held inside the lock; when redis is
-        killed, then the held request, whose release redis cannot confirm,
-        keeps its host only because placement, counted again, shows the
-        rack limit held, and every other request of the burst ends ERROR
-        with "coordination backend redis://... is unreachable"; when redis
-        is back, then after the retry period a new burst spreads one per
-        rack, without restarting Nova.
+        one group with one request held in its decision inside the lock;
+        when redis is killed, then the held request and the others of its
+        turn, whose lock release redis cannot confirm, keep their hosts
+        only because the group, counted again, shows the rack limit held
+        (or are refused over the limit), and every other request of the
+        burst ends ERROR with "coordination backend redis://... is
+        unreachable"; when redis is back, then after the retry period a new
+        burst spreads one per rack, without restarting Nova.
 
         The operator sees: ERROR servers whose fault names the unreachable
         backend; scheduler warnings "refusing spread request: coordination
@@ -412,7 +422,9 @@ class SpreadFaultsTest(testtools.TestCase):
         self.open_gate()
         self.assertEqual({202}, {s for s, _ in answers.result()})
         servers = self.settle('redis')
-        self.check(servers, UNREACHABLE % url)
+        self.check(servers, UNREACHABLE % url, OVER_LIMIT)
+        self.assertIn(UNREACHABLE % url, ' '.join(
+            s.get('fault', {}).get('message', '') for s in servers))
         self.assertIn('ERROR', [s['status'] for s in servers])
 
         self.redis(port)
@@ -430,11 +442,12 @@ class SpreadFaultsTest(testtools.TestCase):
 
     def test_lock_connection_killed_while_held(self):
         """Given the default backend (MariaDB GET_LOCK on the API database's
-        server), a burst of one group and one request held inside the
-        group's lock; when MariaDB kills the holder's connection (``KILL
-        CONNECTION``), then the other scheduler takes the lock and places
-        one member per rack while the holder still runs; the holder's
-        release is not confirmed, it counts the group again from placement,
+        server), a burst of one group and one request held in its decision
+        inside the group's lock; when MariaDB kills the holder's connection
+        (``KILL CONNECTION``), then the other scheduler takes the lock and
+        places one member per rack while the holder still runs; the held
+        request then claims the host it decided on, the turn's release is
+        not confirmed, each request of the turn counts the group again,
         finds its rack full, gives its claim back and ends ERROR with "the
         spread lock of server group ... was lost while this request was
         scheduled"; no rack over its limit, none in BUILD, and the next
@@ -499,9 +512,11 @@ class SpreadFaultsTest(testtools.TestCase):
         r2; once the conductor goes on, the first member is ACTIVE on
         cmp2: one member per rack.
 
-        Without that count the second member took cmp2 (the first host in
-        r1 with room once cmp1 is disabled) and the reschedule then put a
-        second member in r1.
+        The schedulers are restarted while the reschedule is held, so that
+        no scheduler process remembers where it claimed the first member:
+        the count must find it in Nova's records. Without that count the
+        second member took cmp2 (the host RAMWeigher prefers once cmp1 is
+        disabled) and the reschedule then put a second member in r1.
         """
         self.use_schedulers()
         self._set_failing_compute('enabled')
@@ -526,6 +541,7 @@ class SpreadFaultsTest(testtools.TestCase):
         self.assertEqual(('BUILD', None),
                          (held['status'], held['OS-EXT-SRV-ATTR:host']))
         self._set_failing_compute('disabled')
+        self.cloud.restart_schedulers(type(self).scheduler_conf)
         second = create('window-1')
         servers = self.wait_active('window', 1)
         self.assertEqual([second], [s['id'] for s in servers])

@@ -151,6 +151,21 @@ class WhereTest(test.TestCase):
         self.member('rescheduled', 'cell1', task_state=task_states.SCHEDULING)
         self.assertEqual({}, group_members.where(self.context, self.group()))
 
+    def test_a_member_being_moved_counts_at_its_source_and_destination(self):
+        moving = self.member('moving', 'cell1', host='h1',
+                             vm_state=vm_states.ACTIVE,
+                             task_state=task_states.RESIZE_MIGRATING)
+        self.placement.claim(moving, 'h2')  # the destination's claim
+        self.assertEqual({moving: {'h1', 'h2'}},
+                         group_members.where(self.context, self.group()))
+
+    def test_a_claim_this_process_made_is_not_asked_of_placement(self):
+        flying = self.member('flying')
+        group_members.claimed(flying, 'h3')
+        self.assertEqual({flying: {'h3'}},
+                         group_members.where(self.context, self.group()))
+        self.assertEqual([], self.placement.reads)
+
     def test_per_host_leaves_out_the_servers_not_counted(self):
         where = {uuids.a: frozenset(['h1']), uuids.b: frozenset(['h1', 'h2']),
                  uuids.moving: frozenset(['h2'])}

@@ -170,7 +170,7 @@ class LostLockTest(SpreadRequestTestCase):
         self.assertEqual([['h1']], [[s.service_host for s in per_server]
                                     for per_server in kept])
         self.assertEqual([], self.deleted)
-        self.assertIn('counted again, shows every constraint held',
+        self.assertIn('counted again, the group shows every constraint held',
                       self.stdlog.logger.output)
 
 
