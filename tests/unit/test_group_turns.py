@@ -87,7 +87,9 @@ class TurnsTest(testtools.TestCase):
         self.wait_for(lambda: turn.requests == 1)
         self.assertIsNone(self.other.acquire(uuids.group, 1))
         self.assertTrue(turn.done(10))
-        self.assertIsNotNone(self.other.acquire(uuids.group, 1))
+        held = self.other.acquire(uuids.group, 1)
+        self.assertIsNotNone(held)
+        self.other.release(held)
         self.assertEqual({}, group_turns._turns)
 
     def test_requests_arriving_while_a_turn_runs_wait_for_the_next(self):
@@ -173,7 +175,9 @@ class TurnsTest(testtools.TestCase):
             RuntimeError, group_turns.take, uuids.group, 10, broken_count,
             unavailable_refused)
         self.assertIn('database gone', str(error))
-        self.assertIsNotNone(self.other.acquire(uuids.group, 1))
+        held = self.other.acquire(uuids.group, 1)
+        self.assertIsNotNone(held)
+        self.other.release(held)
         self.assertEqual({}, group_turns._turns)
 
     def test_a_backend_that_cannot_be_reached_runs_the_turn_unlocked_if_told(
