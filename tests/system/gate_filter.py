@@ -41,32 +41,35 @@ def gate_path(directory):
     return os.path.join(directory, 'spread-gate')
 
 
-def hold(who, spec_obj):
-    """Hold the request of ``spec_obj`` while the gate is closed, if it is
-    the first to reach it.
+def hold(gate, who, uuid):
+    """Hold the caller while the file ``gate`` exists, if it is the first
+    to reach it (``uuid``: the server it works for); see the module's
+    docstring.
     """
-    gate = gate_path(CONF.oslo_concurrency.lock_path)
     try:
         os.rename(gate, gate + '.taken')
     except OSError:
         return
-    holder = '%d %s' % (os.getpid(), spec_obj.instance_uuid)
     with open(gate + '.holder.tmp', 'w') as f:
-        f.write(holder)
+        f.write('%d %s' % (os.getpid(), uuid))
     os.rename(gate + '.holder.tmp', gate + '.holder')
-    LOG.warning('%s: holding request of %s (process %d)', who,
-                spec_obj.instance_uuid, os.getpid())
+    LOG.warning('%s: holding %s (process %d)', who, uuid, os.getpid())
     deadline = time.monotonic() + LONGEST
     while os.path.exists(gate + '.taken') and (
             time.monotonic() < deadline):
         time.sleep(0.2)
-    LOG.warning('%s: released request of %s', who, spec_obj.instance_uuid)
+    LOG.warning('%s: released %s', who, uuid)
+
+
+def _hold_request(who, spec_obj):
+    hold(gate_path(CONF.oslo_concurrency.lock_path), who,
+         spec_obj.instance_uuid)
 
 
 class GateFilter(filters.BaseHostFilter):
 
     def filter_all(self, filter_obj_list, spec_obj):
-        hold('GateFilter', spec_obj)
+        _hold_request('GateFilter', spec_obj)
         return filter_obj_list
 
     def host_passes(self, host_state, spec_obj):
@@ -76,7 +79,7 @@ class GateFilter(filters.BaseHostFilter):
 class GateWeigher(weights.BaseHostWeigher):
 
     def weigh_objects(self, weighed_obj_list, spec_obj):
-        hold('GateWeigher', spec_obj)
+        _hold_request('GateWeigher', spec_obj)
         return [0.0] * len(weighed_obj_list)
 
     def _weigh_object(self, host_state, spec_obj):

@@ -10,8 +10,8 @@ it in.
 
 While the file ``<lock_path>/reschedule-gate`` exists, the first such
 reschedule to reach the conductor takes it (renames it to
-``reschedule-gate.taken``), writes ``reschedule-gate.holder`` (the
-server's uuid) and waits until the test removes ``reschedule-gate.taken``;
+``reschedule-gate.taken``), writes ``reschedule-gate.holder`` ("<pid>
+<server uuid>") and waits until the test removes ``reschedule-gate.taken``;
 every other call passes at once. Imported into the conductor with
 ``NOVA_EXT_TEST_IMPORTS=tests.system.reschedule_gate`` in the environment
 of :mod:`tests.system.launch`.
@@ -19,18 +19,14 @@ of :mod:`tests.system.launch`.
 
 import functools
 import os
-import time
 
 from oslo_config import cfg
-from oslo_log import log as logging
 
 from nova.conductor import manager
 
-CONF = cfg.CONF
-LOG = logging.getLogger(__name__)
+from tests.system import gate_filter
 
-# never held longer than this, whatever becomes of the test
-LONGEST = 600
+CONF = cfg.CONF
 
 
 def gate_path(directory):
@@ -41,24 +37,9 @@ def _held(build_instances):
 
     @functools.wraps(build_instances)
     def held_build_instances(self, context, instances, *args, **kwargs):
-        gate = gate_path(CONF.oslo_concurrency.lock_path)
         if kwargs.get('host_lists'):
-            try:
-                os.rename(gate, gate + '.taken')
-            except OSError:
-                pass
-            else:
-                with open(gate + '.holder.tmp', 'w') as f:
-                    f.write(instances[0].uuid)
-                os.rename(gate + '.holder.tmp', gate + '.holder')
-                LOG.warning('reschedule_gate: holding the reschedule of %s',
-                            instances[0].uuid)
-                deadline = time.monotonic() + LONGEST
-                while os.path.exists(gate + '.taken') and (
-                        time.monotonic() < deadline):
-                    time.sleep(0.2)
-                LOG.warning('reschedule_gate: released the reschedule of %s',
-                            instances[0].uuid)
+            gate_filter.hold(gate_path(CONF.oslo_concurrency.lock_path),
+                             'reschedule_gate', instances[0].uuid)
         return build_instances(self, context, instances, *args, **kwargs)
 
     return held_build_instances

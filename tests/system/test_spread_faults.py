@@ -156,7 +156,7 @@ class SpreadFaultsTest(testtools.TestCase):
         self.gate = gate_filter.gate_path(self.cloud.dir)
         self.addCleanup(self.open_gate)
         self.reschedule_gate = reschedule_gate.gate_path(self.cloud.dir)
-        self.addCleanup(self.open_reschedule_gate)
+        self.addCleanup(self.open_gate, self.reschedule_gate)
 
     def call(self, method, path, body=None):
         return self._call(method, path, body)
@@ -175,53 +175,32 @@ class SpreadFaultsTest(testtools.TestCase):
         else:
             self.cloud.wait_for_schedulers()
 
-    # the gate: one request of the burst held in its decision, inside the
-    # group's lock
+    # the gates: one request of the burst held in its decision, inside the
+    # group's lock (self.gate), or one reschedule held in the conductor
+    # (self.reschedule_gate)
 
-    def close_gate(self):
-        for path in (self.gate + '.holder', self.gate + '.taken'):
+    def close_gate(self, gate=None):
+        gate = gate or self.gate
+        for path in (gate + '.holder', gate + '.taken'):
             if os.path.exists(path):
                 os.remove(path)
-        open(self.gate, 'w').close()
+        open(gate, 'w').close()
 
-    def held(self, timeout=180):
+    def held(self, gate=None, timeout=180):
         """(process id, instance uuid) of the request the gate holds."""
+        gate = gate or self.gate
         deadline = time.monotonic() + timeout
-        while not os.path.exists(self.gate + '.holder'):
+        while not os.path.exists(gate + '.holder'):
             if time.monotonic() > deadline:
-                self.fail('no request reached the gate within %ds' % timeout)
+                self.fail('nothing reached %s within %ds' % (gate, timeout))
             time.sleep(0.5)
-        with open(self.gate + '.holder') as f:
+        with open(gate + '.holder') as f:
             pid, uuid = f.read().split()
         return int(pid), uuid
 
-    def open_gate(self):
-        for path in (self.gate, self.gate + '.taken'):
-            if os.path.exists(path):
-                os.remove(path)
-
-    # the conductor's hold on one reschedule
-
-    def close_reschedule_gate(self):
-        for path in (self.reschedule_gate + '.holder',
-                     self.reschedule_gate + '.taken'):
-            if os.path.exists(path):
-                os.remove(path)
-        open(self.reschedule_gate, 'w').close()
-
-    def held_reschedule(self, timeout=180):
-        """The uuid of the server whose reschedule the conductor holds."""
-        deadline = time.monotonic() + timeout
-        while not os.path.exists(self.reschedule_gate + '.holder'):
-            if time.monotonic() > deadline:
-                self.fail('no reschedule reached the conductor within %ds'
-                          % timeout)
-            time.sleep(0.5)
-        with open(self.reschedule_gate + '.holder') as f:
-            return f.read().strip()
-
-    def open_reschedule_gate(self):
-        for path in (self.reschedule_gate, self.reschedule_gate + '.taken'):
+    def open_gate(self, gate=None):
+        gate = gate or self.gate
+        for path in (gate, gate + '.taken'):
             if os.path.exists(path):
                 os.remove(path)
 
@@ -521,7 +500,7 @@ class SpreadFaultsTest(testtools.TestCase):
         self.use_schedulers()
         self._set_failing_compute('enabled')
         self.addCleanup(self._set_failing_compute, 'disabled')
-        self.close_reschedule_gate()
+        self.close_gate(self.reschedule_gate)
         group = self.group('window')
         hints = {'group': group, 'nova_ext:spread_level': 'rack',
                  'nova_ext:spread_max_per_domain': str(MAXIMUM)}
@@ -535,7 +514,7 @@ class SpreadFaultsTest(testtools.TestCase):
             return answer['server']['id']
 
         first = create('window-0')
-        self.assertEqual(first, self.held_reschedule())
+        self.assertEqual(first, self.held(self.reschedule_gate)[1])
         # the window: cmp1 gave the member's host and claim back
         held = self.call('GET', '/servers/%s' % first)['server']
         self.assertEqual(('BUILD', None),
@@ -547,7 +526,7 @@ class SpreadFaultsTest(testtools.TestCase):
         self.assertEqual([second], [s['id'] for s in servers])
         self.assertEqual('r2', self.rack_of(
             servers[0]['OS-EXT-SRV-ATTR:host']))
-        self.open_reschedule_gate()
+        self.open_gate(self.reschedule_gate)
         servers = self.settle('window', 2)
         per_rack = self.check(servers, OVER_LIMIT)
         self.assertEqual({rack: MAXIMUM for rack in RACKS}, per_rack)

@@ -65,21 +65,27 @@ class TurnsTest(testtools.TestCase):
             self.assertLess(time.monotonic(), deadline, 'never happened')
             time.sleep(0.01)
 
-    def test_requests_arriving_while_the_lock_is_awaited_share_one_turn(self):
-        # Given another scheduler holds the group's lock
+    def arrive_while_the_lock_is_held_elsewhere(self, count):
+        """The turns ``count`` requests of the group take, arriving while
+        another scheduler holds the group's lock, once it lets go.
+        """
         held = self.other.acquire(uuids.group, 1)
-        # When five requests of the group arrive meanwhile
-        takers = [self.in_thread(self.take) for _ in range(5)]
+        takers = [self.in_thread(self.take) for _ in range(count)]
         self.wait_for(lambda: group_turns._turns.get(uuids.group) is not None
-                      and group_turns._turns[uuids.group].admitted == 5)
+                      and group_turns._turns[uuids.group].admitted == count)
         self.other.release(held)
         for thread, _result in takers:
             thread.join(10)
+        return [result['value'] for _thread, result in takers]
+
+    def test_requests_arriving_while_the_lock_is_awaited_share_one_turn(self):
+        # Given another scheduler holds the group's lock, when five
+        # requests of the group arrive meanwhile
+        turns = self.arrive_while_the_lock_is_held_elsewhere(5)
         # Then they run in one turn, counted once
-        turns = {id(result['value']) for _thread, result in takers}
-        self.assertEqual(1, len(turns))
+        self.assertEqual(1, len(set(map(id, turns))))
         self.assertEqual(1, len(self.counts))
-        turn = takers[0][1]['value']
+        turn = turns[0]
         self.assertEqual(5, turn.requests)
         # and the lock is the turn's until the last of them is done
         for _ in range(4):
@@ -109,14 +115,7 @@ class TurnsTest(testtools.TestCase):
         self.assertEqual({}, group_turns._turns)
 
     def test_decisions_are_one_at_a_time_and_see_earlier_reservations(self):
-        held = self.other.acquire(uuids.group, 1)
-        takers = [self.in_thread(self.take) for _ in range(2)]
-        self.wait_for(lambda: group_turns._turns.get(uuids.group) is not None
-                      and group_turns._turns[uuids.group].admitted == 2)
-        self.other.release(held)
-        for thread, _result in takers:
-            thread.join(10)
-        turn = takers[0][1]['value']
+        turn = self.arrive_while_the_lock_is_held_elsewhere(2)[0]
         first, second = object(), object()
         self.assertTrue(turn.decide(first, 1))
         # the second request waits while the first decides
