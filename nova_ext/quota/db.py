@@ -11,6 +11,9 @@ Tables (created by ``nova-ext-manage db sync``, alembic migrations in
   ``cores`` or ``ram``. A project's own row wins over the default.
 * ``nova_ext_activations``: which process on which host activated which
   quota driver, and when (``nova-ext-manage quota check`` reads it).
+* ``nova_ext_spread_claims``: the spread ledger, where each turn of a
+  server group claimed hosts (:mod:`nova_ext.scheduler.spread_ledger`,
+  which defines it).
 
 The connection is ``[nova_ext_database] connection``, or Nova's
 ``[api_database] connection`` when that is unset.
@@ -305,6 +308,18 @@ def list_activations(conf):
 @enginefacade.transaction_context_provider
 class _Ctx:
     """What enginefacade hangs a transaction on, outside Nova's contexts."""
+
+
+def reading(conf):
+    """A session reading nova-ext's tables, for a ``with`` block."""
+    return context_manager(conf).reader.using(_Ctx())
+
+
+def writing(conf):
+    """A session writing nova-ext's tables, one transaction, for a
+    ``with`` block.
+    """
+    return context_manager(conf).writer.using(_Ctx())
 
 
 # -- usage, counted in Nova's databases ---------------------------------------

@@ -137,19 +137,22 @@ class EmbeddedNova(test.TestCase,
         embedded cloud opens an engine once through SQLAlchemy with our
         plugin in the URL: SQLAlchemy finds it by entry point, as in a real
         process. nova-ext's own tables go to a sqlite file unless the
-        nova.conf names a database.
+        nova.conf names a database, created as ``db sync`` does.
         """
         quota.deactivate()
         self.addCleanup(quota.deactivate)
         self.addCleanup(quota_db.reset)
         self.addCleanup(activation.forget_recorded)
-        if not CONF.nova_ext.quota_driver:
-            return
         if not CONF.nova_ext_database.connection:
             self.flags(connection='sqlite:///%s' % os.path.join(
                 os.path.dirname(self.nova_conf_path), 'nova_ext.sqlite'),
                 group='nova_ext_database')
+        # nova-ext's tables, as "nova-ext-manage db sync" makes them: the
+        # quota limits, the spread ledger the scheduler's turns write
+        quota_db.reset()
         quota_db.sync(CONF)
+        if not CONF.nova_ext.quota_driver:
+            return
         # One process plays every service here: nothing to compare.
         self.useFixture(nova_fixtures.fixtures.MonkeyPatch(
             'nova_ext.activation.RECORD_ACTIVATIONS', False))

@@ -38,6 +38,7 @@ from nova.scheduler.client import report
 from nova_ext import cache
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler import group_members
+from nova_ext.scheduler import spread_ledger
 
 LOG = logging.getLogger(__name__)
 
@@ -85,6 +86,13 @@ class Cloud(object):
         """
         raise NotImplementedError()
 
+    def record_claims(self, context, group_uuid, claimed, counted):
+        """Keep the hosts a turn of the group claimed (``claimed``: {member:
+        host}) for the group's next turn to count, and forget what the
+        turn's own count (``counted``) found settled. A cloud whose counts
+        need no record (a model's) keeps none.
+        """
+
 
 class LiveCloud(Cloud):
     """The cloud nova-scheduler runs in, asked through Nova's own objects
@@ -124,6 +132,13 @@ class LiveCloud(Cloud):
 
     def group_members(self, context, group_uuid):
         return group_members.where(context, group_uuid)
+
+    def record_claims(self, context, group_uuid, claimed, counted):
+        try:
+            spread_ledger.record(group_uuid, claimed,
+                                 getattr(counted, 'settled', ()))
+        except spread_ledger.Unavailable:
+            pass  # before db sync: the counts read placement instead
 
 
 # -- what LiveCloud keeps -----------------------------------------------------

@@ -11,12 +11,14 @@ filter and by ``nova-ext-manage explain``. A member is where:
   while it is being moved (a task under way: migration, resize,
   evacuation), also where placement holds its allocations (the
   destination claimed for it);
-* else, placement holds its allocations (claimed by the scheduler, not yet
-  built): read from placement, ``MEMBER_READS`` at a time, and remembered
-  by this process (:data:`_in_flight`, which also learns each claim this
-  process's turns make, :func:`claimed`) until it records a host, so that
-  a burst reads each member from placement at most once per scheduler
-  process;
+* else, a turn claimed a host for it (in flight: not yet built): on the
+  host that turn wrote in the spread ledger (:mod:`nova_ext.scheduler.
+  spread_ledger`), one query for the whole group; or, where this process
+  made or read the claim, as it remembers it (:data:`_in_flight`, kept
+  until the member records a host). Until ``db sync`` created the ledger,
+  every member in flight is read from placement instead (its allocations,
+  ``MEMBER_READS`` at a time, each remembered by this process, so that a
+  burst reads it at most once per scheduler process);
 * else, when it is being rescheduled (its build failed: the compute cleared
   its host and gave its allocations back, and the conductor is about to
   claim an alternate host, which nova-ext keeps in the same failure
@@ -24,9 +26,10 @@ filter and by ``nova-ext-manage explain``. A member is where:
   Counted there, the member keeps its place in every domain through the
   reschedule, so no request of the group can take it meanwhile.
 
-A member counts on every host it holds resources on (a move in progress
-holds two), never on none while it holds any: counted too often, never too
-little.
+A member that failed to schedule, failed to build for good, was shelved
+away or deleted holds nothing. A member counts on every host it holds
+resources on (a move in progress holds two), never on none while it holds
+any: counted too often, never too little.
 """
 
 import collections
@@ -43,6 +46,7 @@ from nova import objects
 from nova.scheduler.client import report
 
 from nova_ext import cache
+from nova_ext.scheduler import spread_ledger
 
 LOG = logging.getLogger(__name__)
 
@@ -51,13 +55,13 @@ LOG = logging.getLogger(__name__)
 # is most of a count's time.
 MEMBER_READS = 8
 
-# {member uuid: frozenset of hosts} placement said a member in flight holds
-# resources on, kept by this process for IN_FLIGHT_SECONDS or until the
-# member records a host (or fails), at most IN_FLIGHT_KEPT members (the
-# oldest go first). A member stays in the failure domains it was claimed
-# in until it records a host (a reschedule keeps them), so what placement
-# said stays true; a member whose build failed with no reschedule is
-# counted until its entry ages out: too often, never too little.
+# {member uuid: frozenset of hosts} where a member in flight holds
+# resources (this process's claim, or placement's answer), kept by this
+# process for IN_FLIGHT_SECONDS or until the member records a host (or
+# holds nothing), at most IN_FLIGHT_KEPT members (the oldest go first). A
+# member stays in the failure domains it was claimed in until it records a
+# host (a reschedule keeps them), so what was said stays true: counted too
+# often at worst, never too little.
 IN_FLIGHT_SECONDS = 120
 IN_FLIGHT_KEPT = 10000
 _in_flight = cachetools.TTLCache(maxsize=IN_FLIGHT_KEPT,
@@ -85,28 +89,46 @@ def per_host(where, not_counted=()):
     return counts
 
 
+class Members(dict):
+    """{member uuid: frozenset of hosts}, as :func:`where` found them, and
+    ``settled``: the members whose rows in the spread ledger no count needs
+    any more (they record a host, failed, or left the group), for the turn
+    that counted to delete with its own claims.
+    """
+
+    settled = frozenset()
+
+
 def where(context, group_uuid):
-    """{member uuid: frozenset of hosts} for the members of server group
-    ``group_uuid`` that hold resources somewhere (module docstring).
+    """The :class:`Members` of server group ``group_uuid`` that hold
+    resources somewhere (module docstring).
     """
     started = time.monotonic()
     group = objects.InstanceGroup.get_by_uuid(context, group_uuid)
     members = list(group.members or [])
-    found, failed, rescheduling, moving = _recorded(context, members)
-    for member in failed:
-        _in_flight.pop(member, None)
-    for member in found:
+    found, nothing, rescheduling, moving = _recorded(context, members)
+    recorded = set(found)
+    for member in nothing | recorded:
         _in_flight.pop(member, None)
     for member, hosts in _read_from_placement(context, moving).items():
         found[member] = found[member] | hosts
+    try:
+        ledger = spread_ledger.claims(group_uuid)
+    except spread_ledger.Unavailable:
+        ledger = None  # before db sync: placement says where
     to_read = []
     for member in members:
-        if member in found or member in failed:
+        if member in found or member in nothing:
+            continue
+        if ledger is not None and member in ledger:
+            found[member] = frozenset([ledger[member]])
             continue
         known = _in_flight.get(member)
         if known is not None:
             found[member] = known
-        else:
+        elif ledger is None or member in rescheduling:
+            # with the ledger, a member no turn claimed holds nothing: only
+            # one whose failed build gave its claim back is looked for
             to_read.append(member)
     read = _read_from_placement(context, to_read)
     for member, hosts in read.items():
@@ -117,12 +139,20 @@ def where(context, group_uuid):
         host = _last_build_host(context, rescheduling[member], member)
         if host is not None:
             found[member] = frozenset([host])
+    counted = Members(found)
+    if ledger:
+        member_set = set(members)
+        counted.settled = frozenset(
+            member for member in ledger if member not in member_set
+            or member in nothing or member in recorded)
     LOG.debug("nova-ext: server group %s counted in %.0f ms: %d of %d "
-              "members hold resources (%d read from placement, %d being "
-              "moved, %d being rescheduled)", group_uuid,
+              "members hold resources (%s, %d read from placement, %d "
+              "being moved, %d being rescheduled)", group_uuid,
               (time.monotonic() - started) * 1000, len(found), len(members),
+              'no ledger' if ledger is None else '%d from the ledger' % len(
+                  [m for m in members if m in ledger]),
               len(to_read), len(moving), len(rescheduled))
-    return found
+    return counted
 
 
 def claimed(member, host):
@@ -133,16 +163,22 @@ def claimed(member, host):
 
 
 def _recorded(context, members):
-    """({member: frozenset([its host])} for the members whose instance
-    records a host, {members in cell0}, {member being rescheduled: its
-    cell}, [members with a host and a task under way]): those that failed
-    to schedule hold nothing; a member whose build failed and is being
-    rescheduled is in its cell without a host, building, in task state
-    scheduling; a member being moved may hold a destination too.
+    """What Nova's records say of ``members``: ({member: frozenset([its
+    host])} for those whose instance records a host, {members that hold
+    nothing and will not}, {member being rescheduled: its cell}, [members
+    with a host and a task under way]).
+
+    A member holds nothing when it failed to schedule (in cell0), when its
+    instance is gone, or when it records no host and no task is under way
+    for it (a build that failed for good, a server shelved away). One whose
+    build failed and is being rescheduled is in its cell without a host,
+    building, in task state scheduling; one being moved (a task under way,
+    a host recorded) may hold a destination too. The others, not yet in a
+    cell or in it without a host and still building, are in flight.
     """
-    recorded, failed, rescheduling, moving = {}, set(), {}, []
+    recorded, nothing, rescheduling, moving = {}, set(), {}, []
     if not members:
-        return recorded, failed, rescheduling, moving
+        return recorded, nothing, rescheduling, moving
     cells = {}
     for mapping in objects.InstanceMappingList.get_by_instance_uuids(
             context, members):
@@ -150,7 +186,7 @@ def _recorded(context, members):
         if cell is None:
             continue  # not scheduled yet, or scheduled and not yet created
         if cell.uuid == objects.CellMapping.CELL0_UUID:
-            failed.add(mapping.instance_uuid)
+            nothing.add(mapping.instance_uuid)
             continue
         cells.setdefault(cell.uuid, (cell, []))[1].append(
             mapping.instance_uuid)
@@ -159,6 +195,7 @@ def _recorded(context, members):
             instances = objects.InstanceList.get_by_filters(
                 cell_context, {'uuid': uuids, 'deleted': False},
                 expected_attrs=[])
+        nothing.update(set(uuids) - {instance.uuid for instance in instances})
         for instance in instances:
             if instance.host:
                 recorded[instance.uuid] = frozenset([instance.host])
@@ -168,7 +205,10 @@ def _recorded(context, members):
             elif (instance.vm_state == vm_states.BUILDING
                   and instance.task_state == task_states.SCHEDULING):
                 rescheduling[instance.uuid] = cell
-    return recorded, failed, rescheduling, moving
+            elif (instance.vm_state != vm_states.BUILDING
+                  and not instance.task_state):
+                nothing.add(instance.uuid)
+    return recorded, nothing, rescheduling, moving
 
 
 def _read_from_placement(context, members):

@@ -18,7 +18,8 @@ one: they take the lock together, in a **turn**.
    the turn (the lock is what they all wait for).
 2. With the lock held, the group's members are counted once, for the whole
    turn (``counted``, :class:`~nova_ext.scheduler.cloud.Cloud`
-   ``group_members``).
+   ``group_members``: the members built, and those earlier turns claimed
+   hosts for, from the spread ledger).
 3. The turn's requests are scheduled at once, each through Nova's own
    filters, weighers and claims. What depends on the count -- a request's
    *decision*, from reading the members to reserving the host it claims
@@ -26,10 +27,13 @@ one: they take the lock together, in a **turn**.
    the members counted plus every host the turn reserved so far
    (:meth:`Turn.members`). The claims in placement, the slow part under a
    burst, run in parallel, outside the decision.
-4. When the last request of the turn is done, the lock is released, and
-   only then do the turn's requests hand their hosts back to Nova
-   (:meth:`Turn.done`): had the backend lost the lock meanwhile, each
-   request checks its own hosts again before any is used.
+4. When the last request of the turn is done, the turn writes its claims
+   to the spread ledger (``record_claims``, :mod:`nova_ext.scheduler.
+   spread_ledger`), so that the group's next turn counts them with one
+   query, and releases the lock; only then do the turn's requests hand
+   their hosts back to Nova (:meth:`Turn.done`): had the backend lost the
+   lock meanwhile, each request checks its own hosts again before any is
+   used.
 
 Requests arriving while a turn runs wait for the next one. A turn's work
 is thus one lock, one count and the decisions; a burst of N members of one
@@ -80,6 +84,8 @@ class Turn(object):
         self.failure = None
         self.locked = None
         self.clean = True
+        # why the turn's claims could not be written to the ledger, if so
+        self.unrecorded = None
         self.counted = {}
         self.reserved = {}
         # bumped by every reservation and every reservation given back
@@ -150,7 +156,8 @@ class Turn(object):
 
     # -- the turn's life ----------------------------------------------------
 
-    def _open(self, deadline, count, on_unavailable):
+    def _open(self, deadline, count, on_unavailable, record):
+        self._record = record
         try:
             if self.previous is not None and not self.previous.ended.wait(
                     max(0.0, deadline - time.monotonic())):
@@ -211,6 +218,15 @@ class Turn(object):
             self._end(release=True)
 
     def _end(self, release):
+        if self.running_at is not None:
+            # before the lock goes: the next turn counts from the ledger
+            try:
+                self._record(dict(self.reserved), self.counted)
+            except Exception as error:
+                LOG.error("nova-ext: the claims of a turn of server group "
+                          "%s could not be written to the spread ledger: "
+                          "%s", self.group_uuid, error)
+                self.unrecorded = error
         if self.locked is not None and release:
             self.clean = coordination.process_coordination().release(
                 self.locked)
@@ -243,13 +259,15 @@ def _forget():
 cache.register_reset(_forget)
 
 
-def take(group_uuid, timeout, count, on_unavailable):
+def take(group_uuid, timeout, count, on_unavailable, record):
     """The group's :class:`Turn` this request is scheduled in, once it
     runs: joined, or opened (the previous turn of the group in this process
     waited for, the lock taken, ``count()`` run) when no turn of the group
     is waiting to run. Raises TimedOut after ``timeout`` seconds, and
     whatever opening the turn raised (``on_unavailable(error)``: what a
-    backend that cannot be reached means, which may raise).
+    backend that cannot be reached means, which may raise). The turn ends
+    with ``record(claimed, counted)`` (its claims, for the group's next
+    turn), before it releases the lock.
 
     Returns (turn, seconds waited).
     """
@@ -267,7 +285,7 @@ def take(group_uuid, timeout, count, on_unavailable):
                 opener = True
         if opener:
             try:
-                turn._open(deadline, count, on_unavailable)
+                turn._open(deadline, count, on_unavailable, record)
             except TimedOut:
                 pass  # the request may try again, below
         elif not turn.ready.wait(max(0.0, deadline - time.monotonic())):

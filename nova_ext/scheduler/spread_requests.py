@@ -86,7 +86,9 @@ def schedule(context, spec_obj, instance_uuids, call):
         turn, waited = group_turns.take(
             group.uuid, timeout,
             lambda: _counted(context, request.cloud, group),
-            lambda error: _unavailable(error, group))
+            lambda error: _unavailable(error, group),
+            lambda claimed, counted: request.cloud.record_claims(
+                context, group.uuid, claimed, counted))
     except group_turns.TimedOut:
         _refuse('timed out after %ds waiting for the spread lock of server '
                 'group %s (%s)' % (timeout, group.name, group.uuid))
@@ -102,6 +104,13 @@ def schedule(context, spec_obj, instance_uuids, call):
             # failed: Nova gave its claims back, and so does the turn
             turn.give_back(_servers(request))
         clean = turn.done(timeout)
+    if turn.unrecorded is not None:
+        # the group's next turns, in any scheduler, would not count them
+        _give_back_and_refuse(
+            context, request, instance_uuids,
+            'the claims of server group %s (%s) could not be written to the '
+            'spread ledger: %s; nothing was kept, try again' % (
+                group.name, group.uuid, turn.unrecorded))
     if clean is not True:
         # the lock was lost (False), or the turn outlasted the wait and its
         # release is not known yet (None): another scheduler may have
@@ -252,13 +261,22 @@ def _verified(context, request, group, instance_uuids, selections, why):
                     "counted again, the group shows every constraint held: "
                     "%s kept", group.uuid, why, ', '.join(placed))
         return
+    _give_back_and_refuse(
+        context, request, instance_uuids,
+        'the spread lock of server group %s (%s) %s and the group changed '
+        'meanwhile: %s; nothing was kept, try again' % (
+            group.name, group.uuid, why, '; '.join(broken)))
+
+
+def _give_back_and_refuse(context, request, instance_uuids, reason):
+    """Give a create's claims back to placement (a move's are Nova's to put
+    back when the move fails) and refuse the request with ``reason``.
+    """
     if not _moves(request):
         client = report.report_client_singleton()
         for uuid in instance_uuids or [request.spec_obj.instance_uuid]:
             client.delete_allocation_for_instance(context, uuid, force=True)
-    _refuse('the spread lock of server group %s (%s) %s and the group '
-            'changed meanwhile: %s; nothing was kept, try again' % (
-                group.name, group.uuid, why, '; '.join(broken)))
+    _refuse(reason)
 
 
 def _moves(request):

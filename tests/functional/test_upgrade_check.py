@@ -1,16 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
 """``nova-ext-status upgrade check``'s "Aggregate metadata" check against
-the aggregates of an embedded cloud, created through the REST API (the
-whole command runs against real databases in
-tests/system/test_upgrade_check.py).
+the aggregates of an embedded cloud, created through the REST API, and its
+"nova-ext database" check for the spread ledger (the whole command runs
+against real databases in tests/system/test_upgrade_check.py).
 """
 
 import contextlib
 import io
+import os
 
+import fixtures
 from oslo_upgradecheck import upgradecheck
 
 from nova_ext.cmd import status
+from nova_ext.quota import db as quota_db
 from tests.functional import base
 
 
@@ -118,3 +121,26 @@ class FlavorsAndDomainNamesCheckTest(base.NovaExtTestCase):
         self.assertEqual(upgradecheck.Code.WARNING, result.code)
         self.assertIn('aggregate rack-a, rack-b: rack domains r-1 and r_1 '
                       'are one placement trait (CUSTOM_R_1)', result.details)
+
+
+class SpreadLedgerTableCheckTest(base.RackedTestCase):
+    """With the spread filter on and per-flavor quotas off, the "nova-ext
+    database" check wants the spread ledger's table: a Warning naming ``db
+    sync`` when it is missing (the schedulers then read placement instead),
+    a Success once synced, as the embedded cloud's own tables are.
+    """
+
+    def check(self):
+        return status.Checks(base.cloud.CONF)._check_database()
+
+    def test_missing_ledger_table_is_a_warning_naming_db_sync(self):
+        self.assertEqual(upgradecheck.Code.SUCCESS, self.check().code)
+        self.flags(connection='sqlite:///%s' % os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'never-synced.sqlite'),
+            group='nova_ext_database')
+        quota_db.reset()
+        self.addCleanup(quota_db.reset)
+        result = self.check()
+        self.assertEqual(upgradecheck.Code.WARNING, result.code)
+        self.assertIn('run "nova-ext-manage db sync"', result.details)
+        self.assertIn('from placement', result.details)

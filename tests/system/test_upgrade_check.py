@@ -45,7 +45,8 @@ class UpgradeCheckTest(test_quota_activation.ActivationCloud):
         with self.dbs.connect() as connection:
             connection.cursor().execute(
                 'DROP TABLE %(db)s.nova_ext_flavor_quotas, '
-                '%(db)s.nova_ext_activations, %(db)s.nova_ext_alembic_version'
+                '%(db)s.nova_ext_activations, %(db)s.nova_ext_spread_claims, '
+                '%(db)s.nova_ext_alembic_version'
                 % {'db': self.dbs.databases['api']})
         rc, checks = self.upgrade_check()
         self.assertEqual(2, rc, checks)

@@ -4,7 +4,10 @@ read from Nova's own API and cell databases (Nova's test databases) and a
 placement that answers allocations.
 """
 
+import os
+
 import fixtures
+from oslo_config import cfg
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova.compute import task_states
@@ -14,7 +17,11 @@ from nova import objects
 from nova import test
 
 from nova_ext import cache
+from nova_ext.quota import db as ext_db
 from nova_ext.scheduler import group_members
+from nova_ext.scheduler import spread_ledger
+
+CONF = cfg.CONF
 
 
 class Response(object):
@@ -54,13 +61,8 @@ class Placement(object):
             'uuid': uuid, 'name': name, 'root_provider_uuid': uuid})
 
 
-class WhereTest(test.TestCase):
-    """Given a group whose members are built, in flight (claimed, not
-    built), not scheduled yet, failed (cell0) and being rescheduled (build
-    failed, allocations given back, no host), when the group is counted,
-    then each member that holds resources, or is about to claim an
-    alternate in the domains of its failed host, counts on its host.
-    """
+class MembersTestCase(test.TestCase):
+    """Members of a group in Nova's databases, and a placement."""
 
     def setUp(self):
         super().setUp()
@@ -104,6 +106,16 @@ class WhereTest(test.TestCase):
             project_id='p', user_id='u', members=self.members)
         group.create()
         return group.uuid
+
+
+class WhereTest(MembersTestCase):
+    """Given a group whose members are built, in flight (claimed, not
+    built), not scheduled yet, failed (cell0) and being rescheduled (build
+    failed, allocations given back, no host), when the group is counted
+    before ``db sync`` made the spread ledger's table, then each member
+    that holds resources in placement, or is about to claim an alternate in
+    the domains of its failed host, counts on its host.
+    """
 
     def test_each_member_counts_where_it_holds_or_will_hold_resources(self):
         built = self.member('built', 'cell1', host='h1',
@@ -171,3 +183,64 @@ class WhereTest(test.TestCase):
                  uuids.moving: frozenset(['h2'])}
         self.assertEqual({'h1': 2, 'h2': 1},
                          dict(group_members.per_host(where, {uuids.moving})))
+
+
+class LedgerTest(MembersTestCase):
+    """Given nova-ext's tables (``db sync``), when a turn records its claims
+    in the spread ledger, then a later count finds them there without
+    asking placement, never asks placement where a member no turn claimed
+    is, and names the rows no count needs any more.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.flags(connection='sqlite:///%s' % os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'nova_ext.sqlite'),
+            group='nova_ext_database')
+        ext_db.reset()
+        self.addCleanup(ext_db.reset)
+        ext_db.sync(CONF)
+
+    def test_claims_of_earlier_turns_are_counted_from_the_ledger(self):
+        flying = self.member('flying')  # claimed, its instance not created
+        self.member('waiting')  # not scheduled yet
+        built = self.member('built', 'cell1', host='h1',
+                            vm_state=vm_states.ACTIVE)
+        group = self.group()
+        spread_ledger.record(group, {flying: 'h2', built: 'h3'}, ())
+
+        counted = group_members.where(self.context, group)
+
+        self.assertEqual({flying: {'h2'}, built: {'h1'}}, counted)
+        self.assertEqual([], self.placement.reads)
+        # the built member's row is no longer needed; the next turn's
+        # record deletes it with its own claims
+        self.assertEqual({built}, counted.settled)
+        spread_ledger.record(group, {uuids.waiting: 'h3'}, counted.settled)
+        self.assertEqual({flying: 'h2', uuids.waiting: 'h3'},
+                         spread_ledger.claims(group))
+
+    def test_a_member_rescheduled_is_still_looked_for(self):
+        rescheduled = self.member('rescheduled', 'cell1',
+                                  task_state=task_states.SCHEDULING)
+        self.build_attempt(rescheduled, 'h3')
+        self.assertEqual({rescheduled: {'h3'}},
+                         group_members.where(self.context, self.group()))
+
+    def test_a_member_that_holds_nothing_any_more_leaves_the_ledger(self):
+        failed = self.member('failed', 'cell1', vm_state=vm_states.ERROR)
+        shelved = self.member('shelved', 'cell1',
+                              vm_state=vm_states.SHELVED_OFFLOADED)
+        unshelving = self.member('unshelving', 'cell1',
+                                 vm_state=vm_states.SHELVED_OFFLOADED,
+                                 task_state=task_states.UNSHELVING)
+        group = self.group()
+        spread_ledger.record(group, {failed: 'h1', shelved: 'h2',
+                                     unshelving: 'h3', uuids.gone: 'h1'}, ())
+
+        counted = group_members.where(self.context, group)
+
+        # a build that failed for good, a server shelved away, a member out
+        # of the group: nothing; one being unshelved is in flight
+        self.assertEqual({unshelving: {'h3'}}, counted)
+        self.assertEqual({failed, shelved, uuids.gone}, counted.settled)

@@ -34,6 +34,7 @@ class TurnsTest(testtools.TestCase):
         cache.forget_all()
         self.addCleanup(cache.forget_all)
         self.counts = []
+        self.recorded = []
         # another scheduler process
         self.other = coordination.Coordination()
 
@@ -41,9 +42,12 @@ class TurnsTest(testtools.TestCase):
         self.counts.append(time.monotonic())
         return {uuids.built: frozenset(['h1'])}
 
+    def record(self, claimed, counted):
+        self.recorded.append((claimed, counted))
+
     def take(self, timeout=10, group=uuids.group):
         return group_turns.take(group, timeout, self.count,
-                                unavailable_refused)[0]
+                                unavailable_refused, self.record)[0]
 
     def in_thread(self, function, *args):
         result = {}
@@ -172,7 +176,7 @@ class TurnsTest(testtools.TestCase):
 
         error = self.assertRaises(
             RuntimeError, group_turns.take, uuids.group, 10, broken_count,
-            unavailable_refused)
+            unavailable_refused, self.record)
         self.assertIn('database gone', str(error))
         held = self.other.acquire(uuids.group, 1)
         self.assertIsNotNone(held)
@@ -186,10 +190,44 @@ class TurnsTest(testtools.TestCase):
         coordination.reset()
         told = []
         turn, _waited = group_turns.take(uuids.group, 10, self.count,
-                                         told.append)
+                                         told.append, self.record)
         self.assertIsNone(turn.locked)
         self.assertIn('is unreachable', str(told[0]))
         self.assertTrue(turn.done(10))
+
+    def test_a_turn_records_its_claims_before_it_lets_go_of_the_lock(self):
+        lock_held_at_record = []
+
+        def record(claimed, counted):
+            held = self.other.acquire(uuids.group, 1)
+            lock_held_at_record.append(held is None)
+            if held is not None:
+                self.other.release(held)
+            self.recorded.append((claimed, counted))
+
+        turn = group_turns.take(uuids.group, 10, self.count,
+                                unavailable_refused, record)[0]
+        turn.reserve(uuids.given_back, 'h1', lambda version: True)
+        turn.reserve(uuids.kept, 'h2', lambda version: True)
+        turn.give_back([uuids.given_back])
+        self.assertTrue(turn.done(10))
+        self.assertEqual([True], lock_held_at_record)
+        self.assertEqual([({uuids.kept: 'h2'},
+                           {uuids.built: frozenset(['h1'])})], self.recorded)
+        self.assertIsNone(turn.unrecorded)
+
+    def test_a_turn_whose_claims_cannot_be_recorded_says_so(self):
+        def record(claimed, counted):
+            raise RuntimeError('ledger gone')
+
+        turn = group_turns.take(uuids.group, 10, self.count,
+                                unavailable_refused, record)[0]
+        self.assertTrue(turn.done(10))
+        self.assertIn('ledger gone', str(turn.unrecorded))
+        # and the lock is released all the same
+        held = self.other.acquire(uuids.group, 1)
+        self.assertIsNotNone(held)
+        self.other.release(held)
 
     def test_many_groups_over_time_leave_nothing(self):
         done = []

@@ -203,7 +203,8 @@ class ClaimInTurnTest(SpreadRequestTestCase):
         with scheduling_request.opened(request_spec, [uuids.server],
                                        host_manager(), Cloud({})) as request:
             turn, _ = group_turns.take(uuids.group, 10, dict,
-                                       lambda error: None)
+                                       lambda error: None,
+                                       lambda claimed, counted: None)
             request.turn = turn
             request.candidates = request.judged_hosts = hosts
             # its decision: the members as the turn has them
