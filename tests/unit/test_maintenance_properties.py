@@ -203,7 +203,8 @@ class PlansAgainstModelTest(testtools.TestCase):
 
     def plan_for(self, data, cluster, levels, group_constraints, placed):
         """(plan, the cluster the moves happen in, drained hosts,
-        group budget)."""
+        group budget).
+        """
         group_budget = data.draw(st.integers(1, 3), label='budget')
         case = case_of(group_constraints, placed)
         if data.draw(st.booleans(), label='drain'):
