@@ -214,7 +214,12 @@ class Executor(object):
                 self._summary()
 
     def _startable(self):
-        return any(self._next_of(track) is not None for track in self.tracks)
+        """Whether some move may still start (now, or once its group is
+        planned again).
+        """
+        return any(self._next_of(track) is not None or (
+            track.replan and track.queue and not track.held)
+            for track in self.tracks)
 
     def _next_of(self, track):
         if not track.queue or track.held or track.replan:
