@@ -48,6 +48,8 @@ class Member(ty.NamedTuple):
     project_id: str
     # what its stored request says of a forced host, or None
     forced: ty.Optional[str] = None
+    # when it was launched (Nova's launched_at), or None
+    launched_at: ty.Any = None
 
 
 class GroupState(ty.NamedTuple):
@@ -251,7 +253,8 @@ def _group_state(ctxt, server_group, instances, default_level):
                     instance.display_name)
         members.append(Member(uuid, instance.display_name, instance.host,
                               _status(instance), instance.task_state,
-                              instance.project_id, forced))
+                              instance.project_id, forced,
+                              instance.launched_at))
     if len(asked) > 1 and any(len(names) < len(members)
                               for names in asked.values()):
         notes.append('members asked different constraints (%s); each is '
@@ -272,7 +275,8 @@ def _group_state(ctxt, server_group, instances, default_level):
 
 def arrivals(ctxt, members):
     """{member uuid: how it came to its host}: the last migration that
-    brought it there (type, id, when), for ``members`` (Member objects).
+    brought it there (type, id, when), else its launch there, for
+    ``members`` (Member objects).
     """
     found = {}
     for member in members:
@@ -286,8 +290,16 @@ def arrivals(ctxt, members):
             last = max(brought, key=lambda m: (m.created_at, m.id))
             found[member.uuid] = 'came to %s by %s %d (%s)' % (
                 member.host, last.migration_type or 'migration', last.id,
-                last.updated_at or last.created_at)
+                _when(last.updated_at or last.created_at))
+        elif member.launched_at:
+            found[member.uuid] = 'has run on %s since its create (%s)' % (
+                member.host, _when(member.launched_at))
     return found
+
+
+def _when(moment):
+    return moment.strftime('%Y-%m-%d %H:%M:%S') if hasattr(
+        moment, 'strftime') else str(moment)
 
 
 # -- judging ------------------------------------------------------------------
@@ -333,7 +345,8 @@ def causes(group, verdict, layout, arrived):
                                   _where(member), member.host, level)})
     least_domain, least = verdict.least
     for domain, count in sorted(verdict.over.items(), key=lambda i: str(i)):
-        there = [by_uuid[uuid] for uuid in verdict.members[domain]]
+        there = sorted((by_uuid[uuid] for uuid in verdict.members[domain]),
+                       key=lambda m: m.name)
         if constraint.kind == judge.MAX:
             kind = 'over_max'
             text = '%s %s holds %d members (max %d): %s' % (
@@ -360,15 +373,15 @@ def causes(group, verdict, layout, arrived):
                                   len(verdict.eligible), level,
                                   '' if len(verdict.eligible) == 1 else 's',
                                   constraint.min_domains)})
-    involved = [by_uuid[uuid] for uuid in verdict.homeless] + [
+    involved = sorted([by_uuid[uuid] for uuid in verdict.homeless] + [
         by_uuid[uuid] for domain in verdict.over
-        for uuid in verdict.members[domain]]
+        for uuid in verdict.members[domain]], key=lambda m: m.name)
     for member in involved:
         if member.forced:
             found.append({'kind': 'forced', 'members': [member.name],
                           'text': '%s was %s' % (member.name, member.forced)})
         if member.uuid in arrived:
-            found.append({'kind': 'moved_in', 'members': [member.name],
+            found.append({'kind': 'arrived', 'members': [member.name],
                           'text': '%s %s' % (member.name,
                                              arrived[member.uuid])})
     return found

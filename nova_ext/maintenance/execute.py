@@ -115,6 +115,7 @@ class Executor(object):
         self.results = []
         self.signals = []
         self.safety = None
+        self._announced = False
         self._begun = clock()
         self._summary_at = self._begun + SUMMARY_SECONDS
 
@@ -160,12 +161,16 @@ class Executor(object):
     # -- signals ---------------------------------------------------------
 
     def _on_signal(self, signum, frame):
+        # only noted here: the loop says it, between two API calls
         self.signals.append(signum)
-        if len(self.signals) == 1:
+
+    def _announce(self):
+        if self.signals and not self._announced:
+            self._announced = True
             print('nova-ext-manage: %s: starting no new move; waiting for '
                   'the %d in flight (again to stop waiting)' % (
-                      signal.Signals(signum).name, len(self.running)),
-                  file=sys.stderr, flush=True)
+                      signal.Signals(self.signals[0]).name,
+                      len(self.running)), file=sys.stderr, flush=True)
 
     def _install(self):
         previous = {}
@@ -200,6 +205,7 @@ class Executor(object):
 
     def _loop(self):
         while len(self.signals) < 2:
+            self._announce()
             self._replan_settled()
             if not self.stopping:
                 self._start_what_fits()
@@ -251,6 +257,10 @@ class Executor(object):
         name = self._name(move.server)
         try:
             known = {m.id for m in self.api.migrations(move.server, method)}
+            if self.stopping:
+                # a signal came while Nova was asked: this one stays
+                track.queue.insert(0, move)
+                return
             self.api.start(move.server, method)
         except Exception as error:  # noqa: one move fails, not the run
             refused = isinstance(error, compute_api.Refused)
