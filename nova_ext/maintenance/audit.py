@@ -128,8 +128,9 @@ def servers_on(ctxt, hosts):
 
 
 def finished_migrations_from(ctxt, hosts):
-    """{server uuid: migration id} of the cold migrations away from
-    ``hosts`` waiting to be confirmed (their servers in VERIFY_RESIZE).
+    """{server uuid: (its name, migration id, source host)} of the cold
+    migrations away from ``hosts`` waiting to be confirmed (their servers
+    in VERIFY_RESIZE).
     """
     found = {}
     for host in sorted(hosts):
@@ -137,8 +138,14 @@ def finished_migrations_from(ctxt, hosts):
                                  {'source_compute': host,
                                   'status': 'finished',
                                   'migration_type': 'migration'}):
-            found[migration.instance_uuid] = migration.id
-    return found
+            found[migration.instance_uuid] = (migration.id, host)
+    if not found:
+        return {}
+    names = {instance.uuid: instance.display_name for instance in _gather(
+        ctxt, objects.InstanceList.get_by_filters,
+        {'uuid': sorted(found), 'deleted': False})}
+    return {uuid: (names.get(uuid, uuid), number, host)
+            for uuid, (number, host) in found.items()}
 
 
 def nodes_of(ctxt, hosts):

@@ -320,6 +320,8 @@ def _settle(ctxt, api, state, hosts, progress, args):
     if not moving and not waiting:
         return None
     names = {server.uuid: server.name for server in moving}
+    names.update((uuid, name) for uuid, (name, _id, _host)
+                 in waiting.items())
     executor = execute.Executor(api, [], state.layout, {}, names,
                                 parallel=len(moving) + len(waiting),
                                 timeout=args.timeout, out=progress,
@@ -328,8 +330,8 @@ def _settle(ctxt, api, state, hosts, progress, args):
         executor.adopt(server.uuid, compute_api.LIVE
                        if server.task_state == 'migrating'
                        else compute_api.COLD, server.host)
-    for server, migration in sorted(waiting.items()):
-        executor.adopt(server, compute_api.COLD, None, migration)
+    for server, (_name, migration, source) in sorted(waiting.items()):
+        executor.adopt(server, compute_api.COLD, source, migration)
     executor.run()
     return executor
 
