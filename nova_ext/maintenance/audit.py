@@ -108,8 +108,9 @@ def compute_hosts(ctxt, maintenance_nodes):
     services = _gather(ctxt, objects.ServiceList.get_by_binary,
                        'nova-compute', include_disabled=True)
     nodes = _gather(ctxt, objects.ComputeNodeList.get_all)
+    maintenance_nodes = set(maintenance_nodes)
     in_maintenance = {node.host for node in nodes
-                      if node.hypervisor_hostname in set(maintenance_nodes)}
+                      if node.hypervisor_hostname in maintenance_nodes}
     group_api = servicegroup.API()
     return {service.host: {
         'enabled': not service.disabled and not service.forced_down,
@@ -192,21 +193,28 @@ def _forced(spec):
 
 
 def collect(conf, maintenance_nodes, group=None, project=None, ctxt=None,
-            every_group=False):
+            every_group=False, on_hosts=None):
     """The cloud as plain data: every server group (``group``: one, by
     name or UUID; ``project``: one project's) whose members' requests ask
     for spread (``every_group``: every group), and every compute host's
-    domains and usability.
+    domains and usability. ``on_hosts``: only the groups with a member on
+    one of these hosts (a drain's; none for an empty set).
     """
     ctxt = ctxt or nova_context.get_admin_context()
     hosts = compute_hosts(ctxt, maintenance_nodes)
-    groups = _groups(ctxt, group, project)
+    groups = [] if on_hosts is not None and not on_hosts else _groups(
+        ctxt, group, project)
     uuids = [uuid for g in groups for uuid in (g.members or [])]
     instances = {}
     if uuids:
         instances = {instance.uuid: instance for instance in _gather(
             ctxt, objects.InstanceList.get_by_filters,
             {'uuid': uuids, 'deleted': False})}
+    if on_hosts is not None:
+        # each member's request spec is one query: only the groups asked
+        groups = [g for g in groups if any(
+            uuid in instances and instances[uuid].host in on_hosts
+            for uuid in g.members or [])]
     default_level = conf.nova_ext.default_spread_level
     states = []
     for server_group in groups:

@@ -340,8 +340,9 @@ def drain_command(conf, args, maintenance, connect, out, ctxt=None):
     """``host drain``; returns the exit code."""
     _check_budgets(args)
     ctxt = ctxt or nova_context.get_admin_context()
+    # the hosts and their domains first: no group is read for that
     state = audit.collect(conf, maintenance.list(), ctxt=ctxt,
-                          every_group=True)
+                          on_hosts=set())
     hosts = resolve_hosts(state, args.hosts, args.domain)
     progress = sys.stderr if args.json else out
     _mark(maintenance, audit.nodes_of(ctxt, hosts), hosts, args.dry_run,
@@ -356,7 +357,7 @@ def drain_command(conf, args, maintenance, connect, out, ctxt=None):
             if executor.interrupted:
                 return _finish(args, out, {}, settled, executor, [], 0, {})
     state = audit.collect(conf, maintenance.list(), ctxt=ctxt,
-                          every_group=True)
+                          every_group=True, on_hosts=set(hosts))
     servers = audit.servers_on(ctxt, hosts)
     plans, methods, names, layout = drain_plans(
         state, servers, set(hosts), args.cold, args.max_unavailable_per_group)
