@@ -7,9 +7,9 @@ blocked with these reasons.
 
 import testtools
 
-from nova_ext.maintenance import judge
 from nova_ext.maintenance import plan
 from nova_ext.scheduler import spread_constraints
+from tests.unit import test_maintenance_judge
 
 LEVELS = ['rack', 'row']
 RACKS = {'r1': ['h1', 'h2'], 'r2': ['h3', 'h4'], 'r3': ['h5', 'h6'],
@@ -17,14 +17,7 @@ RACKS = {'r1': ['h1', 'h2'], 'r2': ['h3', 'h4'], 'r3': ['h5', 'h6'],
 
 
 def layout(racks=None, rows=None, usable=None):
-    domains = {}
-    for rack, hosts in (racks or RACKS).items():
-        for host in hosts:
-            domains.setdefault(host, {})['rack'] = rack
-    for row, hosts in (rows or {}).items():
-        for host in hosts:
-            domains.setdefault(host, {})['row'] = row
-    return judge.Layout(domains, domains if usable is None else usable)
+    return test_maintenance_judge.layout(racks or RACKS, usable, rows)
 
 
 def case(text, placement, policy='soft-anti-affinity', max_per_host=1):

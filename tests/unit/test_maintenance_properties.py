@@ -124,6 +124,15 @@ def drifted(draw, cluster, placed):
     return dataclasses.replace(cluster, hosts=tuple(hosts)), placed
 
 
+@st.composite
+def drifted_groups(draw):
+    """(levels, cluster, constraints, {member: host}) after drifts."""
+    levels, cluster = draw(clusters())
+    group_constraints = draw(constraints(levels))
+    cluster, placed = draw(drifted(cluster, draw(members(cluster))))
+    return levels, cluster, group_constraints, placed
+
+
 def ext_constraints(constraints):
     return tuple(spread_constraints.Constraint(
         c.level, c.kind, c.value, c.min_domains, c.hard)
@@ -179,10 +188,8 @@ class AuditAgainstModelTest(testtools.TestCase):
     @budget
     @hypothesis.given(st.data())
     def test_audit_says_what_the_model_says(self, data):
-        levels, cluster = data.draw(clusters())
-        group_constraints = data.draw(constraints(levels))
-        placed = data.draw(members(cluster))
-        cluster, placed = data.draw(drifted(cluster, placed))
+        levels, cluster, group_constraints, placed = data.draw(
+            drifted_groups())
         expected = [(str(ext), holds, excess) for ext, (_c, holds, excess)
                     in zip(ext_constraints(group_constraints),
                            model.standing_state(cluster, placed,
@@ -228,10 +235,8 @@ class PlansAgainstModelTest(testtools.TestCase):
     @budget
     @hypothesis.given(st.data())
     def test_no_state_the_executor_passes_is_worse(self, data):
-        levels, cluster = data.draw(clusters())
-        group_constraints = data.draw(constraints(levels))
-        placed = data.draw(members(cluster))
-        cluster, placed = data.draw(drifted(cluster, placed))
+        levels, cluster, group_constraints, placed = data.draw(
+            drifted_groups())
         found, cluster, drained, group_budget = self.plan_for(
             data, cluster, levels, group_constraints, placed)
         self.assertNoWorseState(
@@ -295,10 +300,8 @@ class PlansAgainstModelTest(testtools.TestCase):
     @budget
     @hypothesis.given(st.data())
     def test_whatever_nova_picks_no_state_is_worse(self, data):
-        levels, cluster = data.draw(clusters())
-        group_constraints = data.draw(constraints(levels))
-        placed = data.draw(members(cluster))
-        cluster, placed = data.draw(drifted(cluster, placed))
+        levels, cluster, group_constraints, placed = data.draw(
+            drifted_groups())
         found, cluster, drained, group_budget = self.plan_for(
             data, cluster, levels, group_constraints, placed)
         layout = layout_of(cluster, levels)
