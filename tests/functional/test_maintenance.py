@@ -282,6 +282,8 @@ class DrainTest(MaintenanceTestCase):
                 (('host', 'drain', '--domain', 'shelf=1'),
                  '--domain shelf=1: shelf is not a failure-domain level '
                  '(known: rack, row, power)'),
+                (('host', 'drain', '--domain', 'r3'),
+                 "--domain 'r3': expected LEVEL=NAME, e.g. rack=r3"),
                 (('host', 'drain'),
                  'host drain: name hosts, or --domain LEVEL=NAME'),
                 (('spread', 'audit', '--group', 'nope'),
@@ -291,6 +293,43 @@ class DrainTest(MaintenanceTestCase):
             self.assertEqual(expected, str(error))
         # nothing was put in maintenance
         self.assertEqual([], self.maintenance_list()[1])
+
+    def test_two_groups_of_one_name(self):
+        self.create_server_group('twin')
+        self.create_server_group('twin')
+        error = self.assertRaises(errors.OperatorError, self.nova_ext_manage,
+                                  'spread', 'audit', '--group', 'twin')
+        self.assertIn('2 server groups are named twin; give the UUID of '
+                      'one: ', str(error))
+
+    def test_what_nova_refuses_is_reported_with_novas_reason(self):
+        # r4, the only rack the plan may send free-3 to, has no room left:
+        # capacity is Nova's to judge
+        self.placed_group('free', 'rack:max=1', ['host1', 'host3', 'host5'])
+        big = self.create_flavor('big', memory_mb=7680)
+        for host in RACKS['r4']:
+            self.boot('filler-' + host, big, zone='nova:' + host)
+        code, out = self.nova_ext_manage('host', 'drain', '--domain',
+                                         'rack=r3', '--json')
+        self.assertEqual(2, code)
+        document = json.loads(out)
+        self.assertEqual('rack r4', document['plan']['moves'][0]['to'])
+        [result] = document['results']
+        # the embedded cloud schedules a live migration inside the API
+        # call (a real one answers 202 and the migration fails later:
+        # 'failed', with the reason from the instance action)
+        self.assertEqual('cannot move', result['outcome'])
+        self.assertIn('No valid host was found. FailureDomainAntiAffinity'
+                      'Filter: rack:max=1', result['detail'])
+        # what the executor reads when Nova answered 202 and the migration
+        # failed afterwards: the error event of the instance action
+        self.assertIn('No valid host was found. FailureDomainAntiAffinity'
+                      'Filter: rack:max=1', self.connect().failure(
+                          result['server'], compute_api.LIVE))
+        self.assertEqual(['free-3'], document['left'])
+        # the server is where it was, running
+        self.assertSettled()
+        self.assertEqual('host5', self.hosts_now()['free-3'])
 
     def test_a_cold_migration_left_unconfirmed_is_finished(self):
         # an earlier drain stopped after Nova moved the server, before it
