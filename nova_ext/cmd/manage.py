@@ -4,6 +4,16 @@
     nova-ext-manage [--config-file nova.conf] host maintenance on HOST
     nova-ext-manage host maintenance off HOST
     nova-ext-manage host maintenance list
+    nova-ext-manage host drain (HOST... | --domain LEVEL=NAME) [--dry-run]
+                              [--live | --cold]
+                              [--max-unavailable-per-group N]
+                              [--parallel N] [--timeout S] [--json]
+                              [--os-cloud CLOUD]
+    nova-ext-manage spread audit [--group G] [--project P] [--plan]
+                                 [--format table|json|prometheus]
+                                 [--json] [--output FILE]
+    nova-ext-manage spread rebalance [--group G] [--project P] [--execute]
+                                     [--live | --cold] [...as drain]
     nova-ext-manage db sync
     nova-ext-manage quota set --project P (--flavor F | --class C)
                               [--instances N] [--cores N] [--ram MB]
@@ -31,6 +41,17 @@ node resource provider named HOST (its hypervisor hostname), keeping every
 other trait: unlike ``openstack resource provider trait set``, which replaces
 the whole list. Placement credentials come from nova.conf's ``[placement]``
 section, as for Nova's own services.
+
+``host drain`` puts hosts (or every host of a failure domain) in
+maintenance, plans their servers' moves (which may go, which a spread
+constraint blocks and why), then live- or cold-migrates them through
+Nova's API (credentials: clouds.yaml / ``OS_*``), at most N members of one
+server group moving at once; SIGINT or SIGTERM stops it cleanly, and run
+again it goes on. ``spread audit`` judges every server group's spread
+constraints where its members run now (exit code 2 when a hard one is
+violated; Prometheus text for node_exporter); ``spread rebalance`` plans,
+and with ``--execute`` makes, the moves that restore them
+(doc/source/maintenance.rst).
 
 ``db sync`` creates or upgrades nova-ext's tables; ``quota`` manages the
 per-flavor quota limits (``--project '*'``: the default for every project;
@@ -194,6 +215,9 @@ class Command:
     def needs_nova_conf(self, args):
         return True
 
+    def needs_databases(self, args):
+        return self.opens_databases
+
     def run(self, args, conf, out):
         raise NotImplementedError
 
@@ -210,9 +234,31 @@ class HostCommands(Command):
         maintenance.add_argument('host', nargs='?',
                                  help='compute node (resource provider) '
                                       'name')
+        drain = commands.add_parser(
+            'drain', help='put hosts in maintenance and move their '
+                          'servers away, keeping spread constraints')
+        drain.add_argument('hosts', nargs='*', metavar='HOST',
+                           help='compute host (nova-compute service) name')
+        drain.add_argument('--domain', action='append', default=[],
+                           metavar='LEVEL=NAME',
+                           help='every host of a failure domain, e.g. '
+                                'rack=r3; repeat for several')
+        drain.add_argument('--dry-run', action='store_true',
+                           help='print the plan; mark and move nothing')
+        add_move_arguments(drain)
+
+    def needs_databases(self, args):
+        return args.command == 'drain'
 
     def run(self, args, conf, out):
         from nova import utils
+        maintenance = Maintenance(utils.get_ksa_adapter('placement'),
+                                  conf.nova_ext.maintenance_trait)
+        if args.command == 'drain':
+            from nova_ext.maintenance import commands
+            return _maintenance_command(
+                commands.drain_command, conf, args, maintenance,
+                _compute_api(args), out)
         return self.maintenance(args, utils.get_ksa_adapter('placement'),
                                 conf.nova_ext.maintenance_trait, out)
 
@@ -232,6 +278,114 @@ class HostCommands(Command):
                                         '' if changed else ' (already)'),
               file=out)
         return 0
+
+
+def add_move_arguments(parser):
+    """The options of the commands that move servers."""
+    method = parser.add_mutually_exclusive_group()
+    method.add_argument('--live', dest='cold', action='store_false',
+                        default=False,
+                        help='live-migrate (the default): ACTIVE and '
+                             'PAUSED servers; the others are reported, '
+                             'not touched')
+    method.add_argument('--cold', action='store_true',
+                        help='cold-migrate (and confirm) every server '
+                             'instead: ACTIVE ones are restarted on the '
+                             'new host, SHUTOFF ones stay stopped')
+    parser.add_argument('--max-unavailable-per-group', type=int, default=1,
+                        metavar='N',
+                        help='at most N members of one server group '
+                             'moving at once (default: %(default)s)')
+    parser.add_argument('--parallel', type=int, default=2, metavar='N',
+                        help='at most N moves at once (default: '
+                             '%(default)s)')
+    parser.add_argument('--timeout', type=float, default=900, metavar='S',
+                        help='report a move still running after S seconds '
+                             'and start no more moves of its group '
+                             '(default: %(default)s)')
+    parser.add_argument('--json', action='store_true',
+                        help='the plan and the results as JSON (progress '
+                             'on stderr)')
+    parser.add_argument('--os-cloud', default=os.environ.get('OS_CLOUD'),
+                        metavar='CLOUD',
+                        help="the cloud of clouds.yaml whose Nova API moves "
+                             "the servers (default: OS_CLOUD; without "
+                             "either, the OS_* variables)")
+
+
+def _compute_api(args):
+    def connect():
+        from nova_ext.maintenance import compute_api
+        return compute_api.connect(cloud=args.os_cloud)
+    return connect
+
+
+def _maintenance_command(function, conf, args, maintenance, connect, out):
+    from nova import objects
+
+    from nova_ext.maintenance import commands
+
+    objects.register_all()
+    # cell mappings refer to [DEFAULT] transport_url
+    _parse_transport_url(conf)
+    try:
+        return function(conf, args, maintenance, connect, out)
+    except commands.CommandError as error:
+        raise CommandError(str(error))
+
+
+class SpreadCommands(Command):
+    name = 'spread'
+    help = ("server groups' spread constraints where their members run "
+            "now: audit, repair")
+    opens_databases = True
+
+    def add_arguments(self, parser):
+        commands = parser.add_subparsers(dest='command', required=True)
+        audit = commands.add_parser(
+            'audit', help='judge every server group with spread '
+                          'constraints where its members run now (exit '
+                          'code 2: a hard one is violated)')
+        rebalance = commands.add_parser(
+            'rebalance', help='plan, and with --execute make, the moves '
+                              'that restore the spread constraints')
+        for command in (audit, rebalance):
+            command.add_argument('--group', help='server group name or '
+                                                 'UUID')
+            command.add_argument('--project', help='project ID')
+        audit.add_argument('--format', choices=('table', 'json',
+                                                'prometheus'),
+                           default='table')
+        audit.add_argument('--json', action='store_true',
+                           help='same as --format json')
+        audit.add_argument('--output', metavar='FILE',
+                           help='--format prometheus: write FILE '
+                                "atomically (node_exporter's textfile "
+                                'collector directory)')
+        audit.add_argument('--plan', action='store_true',
+                           help='and the moves that would repair the '
+                                'violations')
+        audit.add_argument('--cold', action='store_true',
+                           help='--plan: with cold migrations')
+        rebalance.add_argument('--execute', action='store_true',
+                               help='make the moves (default: print the '
+                                    'plan)')
+        add_move_arguments(rebalance)
+
+    def run(self, args, conf, out):
+        from nova import utils
+
+        from nova_ext.maintenance import commands
+
+        maintenance = Maintenance(utils.get_ksa_adapter('placement'),
+                                  conf.nova_ext.maintenance_trait)
+        if args.command == 'audit':
+            return _maintenance_command(
+                lambda conf, args, maintenance, _connect, out:
+                commands.audit_command(conf, args, maintenance, out),
+                conf, args, maintenance, None, out)
+        return _maintenance_command(commands.rebalance_command, conf, args,
+                                    maintenance, _compute_api(args), out)
 
 
 class DbCommands(Command):
@@ -626,8 +780,9 @@ class ExplainCommands(Command):
 
 
 CATEGORIES = {command.name: command for command in (
-    HostCommands(), DbCommands(), QuotaCommands(), DriverCommands(),
-    ConfigureCommands(), SimulateCommands(), ExplainCommands())}
+    HostCommands(), SpreadCommands(), DbCommands(), QuotaCommands(),
+    DriverCommands(), ConfigureCommands(), SimulateCommands(),
+    ExplainCommands())}
 
 
 def build_parser():
@@ -689,7 +844,7 @@ def _dispatch(args):
     command = CATEGORIES[args.category]
     conf = None
     if command.needs_nova_conf(args):
-        conf = nova_conf(args.config_file, command.opens_databases)
+        conf = nova_conf(args.config_file, command.needs_databases(args))
     return command.run(args, conf, sys.stdout)
 
 

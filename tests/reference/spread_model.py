@@ -326,3 +326,85 @@ def sequence_exists(cluster, request, placed):
         return False
 
     return search([], sorted(placed))
+
+
+# -- the standing state: a group judged where its members run ----------------
+#
+# What ``nova-ext-manage spread audit`` says of a group, with no request in
+# flight, stated here apart from nova_ext.maintenance:
+#
+# * a member counts in its host's domain at the constraint's level; a
+#   member on no host (shelved, never scheduled) counts nowhere;
+# * the **usable** hosts are those a server may be moved to: ``enabled``
+#   (an enabled, running compute service, not in maintenance). Room and
+#   Nova's other filters do not matter to a standing state;
+# * a constraint's eligible domains: those of the usable hosts that have
+#   a domain at every level of the constraints judged with it (the hard
+#   ones together, the soft ones together), plus every domain holding a
+#   member;
+# * ``max=N`` is broken by every member above N in a domain, ``skew=S`` by
+#   every member more than S above the least filled eligible domain (that
+#   least taken as 0 while fewer than ``min_domains`` domains are
+#   eligible), and either by every member on a host in no domain at the
+#   level. The number of such members is the constraint's **excess**; it
+#   holds when that is 0.
+#
+# A move plan is no worse than its start when no hard constraint's excess
+# is ever above what it was at the start.
+
+def usable_hosts(cluster):
+    return [host for host in cluster.hosts if host.enabled]
+
+
+def standing_state(cluster, members, constraints):
+    """[(constraint, holds, excess)] of ``constraints`` for a group whose
+    members run where ``members`` ({member: host name or None}) says.
+    """
+    found = []
+    for constraint in constraints:
+        together = [c for c in constraints if c.hard == constraint.hard]
+        level = constraint.level
+        per_domain = collections.Counter()
+        homeless = 0
+        for host in members.values():
+            if host is None:
+                continue
+            domain = cluster.domain(host, level)
+            if domain is None:
+                homeless += 1
+            else:
+                per_domain[domain] += 1
+        eligible = set(per_domain)
+        for host in usable_hosts(cluster):
+            if has_every_level(cluster, host.name, together):
+                eligible.add(cluster.domain(host.name, level))
+        if constraint.kind == MAX:
+            ceiling = constraint.value
+        else:
+            least = min((per_domain[d] for d in eligible), default=0)
+            if (constraint.min_domains is not None
+                    and len(eligible) < constraint.min_domains):
+                least = 0
+            ceiling = least + constraint.value
+        excess = homeless + sum(max(0, count - ceiling)
+                                for count in per_domain.values())
+        found.append((constraint, excess == 0, excess))
+    return found
+
+
+def hard_excess(cluster, members, constraints):
+    return [excess for constraint, _holds, excess
+            in standing_state(cluster, members, constraints)
+            if constraint.hard]
+
+
+def move_destinations(cluster, constraints, members, mover):
+    """The hosts Nova's scheduler, with nova-ext's filter, may move
+    ``mover`` to: a request of one server, the mover not counted as a
+    member, its own host excluded (:func:`legal`).
+    """
+    others = {m: h for m, h in members.items() if m != mover}
+    request = Request(tuple(constraints), others, servers=1,
+                      excluded=frozenset([members[mover]]))
+    return [host.name for host in candidates(cluster, request)
+            if legal(cluster, request, [host.name])]

@@ -173,9 +173,11 @@ class LoopbackNova(fixtures.Fixture):
             except ValueError:
                 return error.code, {'raw': data.decode(errors='replace')}
 
-    def make_racks(self, racks):
+    def make_racks(self, racks, level='rack'):
         """One host aggregate per rack of ``racks`` ({rack: hosts}), with
-        ``nova_ext:failure_domain:rack`` set, through the REST API.
+        ``nova_ext:failure_domain:rack`` set, through the REST API
+        (``level``: another level, e.g. ``row``). Returns {rack:
+        aggregate id}.
         """
         def call(path, body):
             status, answer = self.request('POST', path, body)
@@ -184,15 +186,26 @@ class LoopbackNova(fixtures.Fixture):
                     'POST %s: %d %s' % (path, status, answer))
             return answer
 
+        made = {}
         for rack, hosts in racks.items():
-            aggregate = call('/os-aggregates', {'aggregate': {
+            aggregate = made[rack] = call('/os-aggregates', {'aggregate': {
                 'name': 'agg-' + rack}})['aggregate']['id']
             call('/os-aggregates/%s/action' % aggregate, {
                 'set_metadata': {'metadata': {
-                    'nova_ext:failure_domain:rack': rack}}})
+                    'nova_ext:failure_domain:%s' % level: rack}}})
             for host in hosts:
                 call('/os-aggregates/%s/action' % aggregate,
                      {'add_host': {'host': host}})
+        return made
+
+    def clouds_yaml(self):
+        """A clouds.yaml naming this cloud ``loopback`` for openstacksdk
+        (the admin token, tests/system/token_identity.py); its path.
+        """
+        return self._write('clouds.yaml', '\n'.join([
+            'clouds:', '  loopback:', '    auth_type: admin_token',
+            '    auth:', '      endpoint: http://127.0.0.1:%d/v2.1'
+            % self.api_port, '      token: admin', '']))
 
     def logs(self):
         text = []

@@ -287,7 +287,9 @@ def api_paste_ini():
 def copy_api_paste(config_dir, trust_identity_headers=False):
     """Nova's api-paste.ini; optionally without keystonemiddleware, so the
     caller's X-User-Id/X-Project-Id/X-Roles headers are taken as keystone
-    would have set them (Nova 34 has no noauth pipeline any more).
+    would have set them (Nova 34 has no noauth pipeline any more), and
+    the token ``admin`` is the administrator (tests/system/token_identity.py:
+    openstacksdk's ``admin_token`` auth).
     """
     target = os.path.join(config_dir, 'api-paste.ini')
     shutil.copy(api_paste_ini(), target)
@@ -296,7 +298,9 @@ def copy_api_paste(config_dir, trust_identity_headers=False):
             text = f.read()
         with open(target, 'w') as f:
             f.write(text.replace(' authtoken keystonecontext',
-                                 ' keystonecontext'))
+                                 ' token_identity keystonecontext') +
+                    '\n[filter:token_identity]\npaste.filter_factory = '
+                    'tests.system.token_identity:filter_factory\n')
 
 
 # nova-api under a WSGI server: Nova's own application object, served by
