@@ -10,6 +10,7 @@ extra spec or ``[nova_ext] default_spread_level``), and when the scheduler
 changes how it learns these facts, only this module follows.
 """
 
+from nova_ext.scheduler import cloud
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler import spread_constraints
 
@@ -26,11 +27,14 @@ class HostDomains(object):
     level, the host's own name), or None when it is in none there.
 
     ``aggregates``: Nova's aggregate objects (``.hosts``, ``.metadata``),
-    as nova-scheduler's HostManager holds them.
+    as nova-scheduler's HostManager holds them; the compute traits read as
+    nova-scheduler reads them (the live cloud's, cached for ``[nova_ext]
+    failure_domain_cache_seconds``).
     """
 
     def __init__(self, aggregates, conf):
-        self._domains = failure_domains.Domains(list(aggregates), conf)
+        self._domains = failure_domains.Domains(
+            list(aggregates), cloud.LiveCloud().failure_domain_traits, conf)
 
     def of(self, host, level):
         if level == HOST_LEVEL:
