@@ -147,7 +147,10 @@ function configure_nova_ext {
         done
     fi
     # As init_nova: the API database is created on the API node only.
-    if [[ "$NOVA_EXT_ENABLE_QUOTA" == "True" ]] && is_service_enabled n-api; then
+    # nova-ext's tables: the per-flavor limits, and the spread ledger the
+    # failure-domain filter's turns write in nova-scheduler.
+    if [[ "$NOVA_EXT_ENABLE_QUOTA" == "True" || "$NOVA_EXT_ENABLE_FILTERS" == "True" ]] \
+            && is_service_enabled n-api; then
         nova_ext_manage --config-file "$NOVA_CONF" db sync \
             || die $LINENO "nova-ext-manage db sync failed"
     fi

@@ -191,7 +191,8 @@ class DevStackPluginTest(DevStackHarnessTestCase):
         self.assertNotIn('plugin=nova_ext', self.read(self.cell1_conf))
 
         # db sync ran against the API database nova.conf names.
-        self.assertEqual(['nova_ext_activations', 'nova_ext_flavor_quotas'],
+        self.assertEqual(['nova_ext_activations', 'nova_ext_flavor_quotas',
+                          'nova_ext_spread_claims'],
                          [t for t in self.nova_ext_tables()
                           if t != 'nova_ext_alembic_version'])
         with open(self.shim) as f:
