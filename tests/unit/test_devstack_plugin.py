@@ -280,9 +280,10 @@ class DevStackPluginTest(DevStackHarnessTestCase):
             'NOVA_EXT_ENABLE_QUOTA': lambda conf: (
                 'quota_driver' not in conf['nova_ext']
                 # [api_database] keeps ?plugin=nova_ext: nova-scheduler
-                # activates the scheduler features through it
+                # activates the scheduler features through it; nova-ext's
+                # tables stay, for the filters' spread ledger
                 and 'plugin' not in one(conf, 'database', 'connection')
-                and not self.nova_ext_tables()),
+                and 'nova_ext_spread_claims' in self.nova_ext_tables()),
             'NOVA_EXT_ENABLE_LIBVIRT_DRIVER': lambda conf: (
                 one(conf, 'DEFAULT', 'compute_driver')
                 == 'libvirt.LibvirtDriver'
