@@ -197,6 +197,9 @@ class Executor(object):
         previous = self._install()
         try:
             self._loop()
+            # a signal taken while nothing was in flight (during a re-plan
+            # or a start's call to Nova) ends the loop before its top
+            self._announce()
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

@@ -10,6 +10,7 @@ tests/functional/test_maintenance.py and tests/system/test_drain.py.
 """
 
 import collections
+import contextlib
 import io
 import os
 import signal
@@ -316,3 +317,56 @@ class SignalTest(ExecutorTestCase):
         self.assertEqual('still moving (migration 2 running)',
                          results['b'].detail)
         self.assertEqual(2, results['b'].migration)
+
+    def test_wherever_the_signal_lands_it_is_said_once_and_nothing_starts(
+            self):
+        # the class: a signal may land inside any call to Nova (a start's
+        # look at the migrations, a poll, a confirm) or between two; with
+        # nothing in flight at that moment the loop ends without reaching
+        # its top, where it used to be said (the system drain test's
+        # SIGINT right after its first move)
+        calls = 0
+        for at in range(1, 200):
+            nova = SignalAt(self.nova(), at)
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                executor, results = self.run_plans(nova, self.plans())
+            if not nova.sent:
+                calls = at - 1
+                break
+            said = err.getvalue().count('SIGINT: starting no new move')
+            self.assertEqual(1, said, 'signal at call %d: %r' % (
+                at, err.getvalue()))
+            self.assertEqual(signal.SIGINT, executor.interrupted)
+            self.assertEqual([], nova.started_after, 'signal at call %d' % at)
+            self.assertEqual(set('abcd'), set(results))
+        self.assertGreater(calls, 10)  # every call of a whole run was tried
+
+
+class SignalAt(object):
+    """``nova`` whose ``at``-th call (counting every call) sends SIGINT
+    to this process while it is answered.
+    """
+
+    def __init__(self, nova, at):
+        self.nova, self.at = nova, at
+        self.count = 0
+        self.sent = False
+        self.started_after = []
+        self.moving = nova.moving
+
+    def tick(self):
+        self.nova.tick()
+
+    def __getattr__(self, name):
+        method = getattr(self.nova, name)
+
+        def call(*args):
+            self.count += 1
+            if self.count == self.at:
+                self.sent = True
+                os.kill(os.getpid(), signal.SIGINT)
+            elif self.sent and name == 'start':
+                self.started_after.append(args[0])
+            return method(*args)
+        return call
