@@ -22,7 +22,6 @@ import collections
 import importlib
 import inspect
 import itertools
-import types
 
 SUPPORTED_NOVA_MAJORS = (33, 34)
 
@@ -136,9 +135,6 @@ Assumption = collections.namedtuple('Assumption', 'path behaviour why')
 HASHED_BY_IDENTITY = 'hashes and compares by identity'
 KEEPS_AGGREGATE_VIEW = ('keeps every aggregate in aggs_by_id and each '
                         'host\'s aggregate ids in host_aggregates_map')
-KEEPS_WEIGHTS_ADDED_IN_PLACE = ('keeps the weights a weigher adds to the '
-                                'weighed objects itself')
-WEIGHT_HANDLER = 'nova.scheduler.weights.HostWeightHandler'
 
 ASSUMPTIONS = (
     Assumption('nova.scheduler.host_manager.HostState', HASHED_BY_IDENTITY,
@@ -158,49 +154,7 @@ ASSUMPTIONS = (
                'the failure domains come from the HostManager\'s aggregates '
                '(aggregate_view); a worker forked after they were read '
                're-reads them (reload_aggregate_view)'),
-    Assumption(WEIGHT_HANDLER, KEEPS_WEIGHTS_ADDED_IN_PLACE,
-               'for each weight a weigher returns, the handler formats '
-               'three debug strings and calls weight_multiplier, per host '
-               'and whatever the log level (~2 ms a request at 1,000 '
-               'hosts): NovaExtWeighers adds its scores to the weighed '
-               'hosts itself and returns none, which the handler must '
-               'take as "nothing to add" and sort by the weights as they '
-               'are (it hands them over otherwise, slower)'),
 )
-
-
-def _keeps_weights_added_in_place(handler_class):
-    """Whether ``handler_class`` ranks three hosts by the weights one
-    weigher returns plus those another adds in place, returning none.
-    """
-    from nova import weights  # here: upstream.py loads without Nova
-
-    class Returning(weights.BaseWeigher):
-        def weigh_objects(self, weighed_obj_list, weight_properties):
-            return [3.0, 0.0, 0.0]
-
-        def weight_multiplier(self, host_state):
-            return 1.0
-
-        def _weigh_object(self, obj, weight_properties):
-            raise NotImplementedError()
-
-    class AddingInPlace(Returning):
-        def weigh_objects(self, weighed_obj_list, weight_properties):
-            for weighed, added in zip(weighed_obj_list, (0.0, 1.5, 0.5)):
-                weighed.weight += added
-            return []
-
-    hosts = [types.SimpleNamespace(host='probe%d' % index,
-                                   nodename='probe%d' % index)
-             for index in range(3)]
-    try:
-        weighed = handler_class().get_weighed_objects(
-            [Returning(), AddingInPlace()], hosts, None)
-        ranking = [(hosts.index(w.obj), w.weight) for w in weighed]
-    except Exception:
-        return False
-    return ranking == [(1, 1.5), (0, 1.0), (2, 0.5)]
 
 
 def _keeps_aggregate_view(host_manager_class):
@@ -230,7 +184,6 @@ _BEHAVIOUR_HOLDS = {
     HASHED_BY_IDENTITY: lambda cls: (cls.__hash__ is object.__hash__
                                      and cls.__eq__ is object.__eq__),
     KEEPS_AGGREGATE_VIEW: _keeps_aggregate_view,
-    KEEPS_WEIGHTS_ADDED_IN_PLACE: _keeps_weights_added_in_place,
 }
 
 _BY_PATH = {internal.path: internal for internal in INTERNALS}
@@ -274,14 +227,6 @@ def problems(internals=INTERNALS, assumptions=ASSUMPTIONS):
                          'Nova has %s' % (entry.path, entry.signature,
                                           actual))
     return found
-
-
-def weight_handler_keeps_weights_added_in_place():
-    """Whether Nova's weight handler lets a weigher add its scores to the
-    weighed hosts itself (``KEEPS_WEIGHTS_ADDED_IN_PLACE``).
-    """
-    return _BEHAVIOUR_HOLDS[KEEPS_WEIGHTS_ADDED_IN_PLACE](
-        resolve(WEIGHT_HANDLER))
 
 
 def nova_major():

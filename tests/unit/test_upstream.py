@@ -9,7 +9,6 @@ import re
 import sys
 import types
 
-import fixtures
 import testtools
 
 from nova_ext import upstream
@@ -130,30 +129,6 @@ class UpstreamInternalsTest(testtools.TestCase):
         [problem] = upstream.problems([], [by_value])
         self.assertEqual('fractions.Fraction: no longer hashes and compares '
                          'by identity, as nova-ext expects: test', problem)
-
-    def test_a_handler_dropping_weights_added_in_place_is_named(self):
-        # a handler that ranks by fresh weights, as a release computing the
-        # scores apart from the weighed objects would
-        from nova.scheduler import weights
-        original = weights.HostWeightHandler.get_weighed_objects
-
-        def recomputing(handler, weighers, obj_list, props):
-            ranked = original(handler, weighers, obj_list, props)
-            for weighed in ranked:
-                weighed.weight = 0.0
-            return ranked
-
-        self.assertTrue(
-            upstream.weight_handler_keeps_weights_added_in_place())
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.scheduler.weights.HostWeightHandler.get_weighed_objects',
-            recomputing))
-        self.assertFalse(
-            upstream.weight_handler_keeps_weights_added_in_place())
-        [problem] = upstream.problems([], upstream.ASSUMPTIONS)
-        self.assertTrue(problem.startswith(
-            'nova.scheduler.weights.HostWeightHandler: no longer keeps the '
-            'weights a weigher adds'), problem)
 
     def test_every_internal_is_used_by_nova_ext(self):
         # An entry nobody uses any more hides the real list. The registry
