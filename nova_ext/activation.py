@@ -78,6 +78,7 @@ def activate_process(conf=CONF, binary=None):
     Idempotent: Nova opens several engines per process.
     """
     ext_conf.register_opts(conf)
+    # here: every Nova process loads this plugin; each imports its own hooks
     from nova_ext import quota
     if (binary or quota.process_binary()) == SCHEDULER_BINARY:
         # nova-scheduler checks no quota: its hooks are the scheduler's
@@ -103,6 +104,7 @@ def activate_scheduler():
     """nova-ext's scheduler hooks (:func:`nova_ext.scheduler.activate`);
     a failure is logged, never raised.
     """
+    # here: every Nova process loads this plugin; each imports its own hooks
     from nova_ext import scheduler
     try:
         active = scheduler.activate()
@@ -132,6 +134,7 @@ def record_and_compare(active, conf=CONF):
         if key in _recorded:
             return
         _recorded.add(key)
+    # here: every Nova process loads this plugin; each imports its own hooks
     from nova_ext.quota import db
     try:
         db.record_activation(conf, active['host'], active['binary'],
@@ -170,6 +173,7 @@ def activation_states(conf, expected_driver):
     nova-conductor that reached the API database and is registered as no
     cell's conductor.
     """
+    # here: every Nova process loads this plugin; each imports its own hooks
     from nova_ext.quota import db
     recorded = {(host, binary): (driver, when) for host, binary, _pid,
                 driver, when in db.list_activations(conf)
@@ -219,6 +223,7 @@ def nova_services_by_cell(conf):
     """(host, binary, registered in cell0) of Nova's API and conductor
     services in all cells.
     """
+    # here: every Nova process loads this plugin; each imports its own hooks
     from nova import context as nova_context
     from nova import objects
 

@@ -32,6 +32,7 @@ import functools
 import logging
 import os
 import re
+import sys
 import tempfile
 import traceback
 from urllib import parse as urlparse
@@ -85,6 +86,7 @@ def secret_option_names():
     """Every option name registered ``secret=True`` (and its deprecated
     names) in :data:`OPTION_NAMESPACES` and keystoneauth's plugins.
     """
+    # here: only this path needs it; every CLI loads errors at start
     from importlib import metadata
 
     from keystoneauth1 import loading
@@ -131,6 +133,7 @@ def is_secret_option(name):
 
 def _url_passwords(url):
     """The passwords in ``url`` as oslo.db and oslo.messaging read it."""
+    # here: only this path needs it; every CLI loads errors at start
     import sqlalchemy.engine
 
     found = set()
@@ -146,6 +149,7 @@ def _url_passwords(url):
     except Exception:  # noqa: not a database URL
         pass
     try:
+        # here: only this path needs it; every CLI loads errors at start
         from oslo_config import cfg
         import oslo_messaging
 
@@ -215,6 +219,7 @@ def learn_secrets_from_view(view):
 
 def learn_secrets_from_files(paths):
     """Learn from config files (those oslo.config can parse)."""
+    # here: only this path needs it; every CLI loads errors at start
     from oslo_config import cfg
 
     for path in paths:
@@ -284,6 +289,7 @@ def check_config_files(paths):
     missing, unreadable, binary, not UTF-8 or not parsable; and learn the
     secrets of the others.
     """
+    # here: only this path needs it; every CLI loads errors at start
     from oslo_config import iniparser
 
     from oslo_config import cfg
@@ -316,8 +322,6 @@ def closed_pipe():
     """The reader went away (``| head -1``): say nothing more, as a Unix
     tool killed by SIGPIPE would; the exit code a shell shows for that.
     """
-    import sys
-
     devnull = os.open(os.devnull, os.O_WRONLY)
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -33,18 +33,22 @@ import json
 import types
 import urllib.parse
 
+from keystoneauth1 import loading as ks_loading
+import nova.conf
+from nova import context as nova_context
+from nova import exception
+from nova.image import glance
+from nova import objects
+from nova.pci import request as pci_request
+from nova.scheduler.client import report
+from nova.scheduler import host_manager as nova_host_manager
+from nova.scheduler import utils as scheduler_utils
+from nova.virt import hardware
 from oslo_config import cfg
 from oslo_db import exception as db_exception
 import oslo_messaging
 from oslo_utils import uuidutils
-
-import nova.conf
-from nova import context as nova_context
-from nova import exception
-from nova import objects
-from nova.scheduler.client import report
-from nova.scheduler import host_manager as nova_host_manager
-from nova.scheduler import utils as scheduler_utils
+import prettytable
 
 from nova_ext import configure
 from nova_ext import errors
@@ -111,8 +115,6 @@ def _with_service_token(ctxt):
     and Nova's glance client authenticates and finds glance with the
     context's token and catalog, which an admin context does not have.
     """
-    from keystoneauth1 import loading as ks_loading
-
     auth = ks_loading.load_auth_from_conf_options(CONF, 'placement')
     if auth is None:
         # no credentials to add: glance answers the context as it is
@@ -127,7 +129,6 @@ def _with_service_token(ctxt):
 
 
 def _image(ctxt, image_id):
-    from nova.image import glance
     try:
         return glance.API().get(ctxt, image_id)
     except (exception.ImageNotFound, exception.ImageNotAuthorized):
@@ -158,9 +159,6 @@ def _parse_hints(hints):
 def build_request_spec(ctxt, flavor, image=None, hints=(), group=None,
                        project=None, az=None, num=1):
     """The RequestSpec nova-api would build for this boot request."""
-    from nova.pci import request as pci_request
-    from nova.virt import hardware
-
     flavor = _flavor(ctxt, flavor)
     image_meta = _image(ctxt, image) if image else {}
     scheduler_hints = _parse_hints(hints)
@@ -811,8 +809,6 @@ def _fmt(number):
 
 
 def write_table(result, out, top=TOP_HOSTS):
-    import prettytable
-
     request = result['request']
     # first, where a long table cannot scroll them away
     for item in result.get('aggregate_problems', ()):
@@ -952,8 +948,6 @@ def write_what_if(both, out, top=TOP_HOSTS):
     """The current explanation, then how the ranking and the pick change
     with ``--set``.
     """
-    import prettytable
-
     current, what_if = both['current'], both['what_if']
     write_table(current, out, top)
     print('\nwhat if %s:' % ', '.join(both['set']), file=out)

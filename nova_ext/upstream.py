@@ -230,6 +230,7 @@ def problems(internals=INTERNALS, assumptions=ASSUMPTIONS):
 
 
 def nova_major():
+    # here: upstream.py loads without Nova
     from nova import version
     return int(version.version_string().split('.')[0])
 

@@ -83,6 +83,7 @@ removed each host, each weigher's share, the host Nova would pick
 """
 
 import argparse
+import logging
 import os
 import re
 import sys
@@ -251,10 +252,12 @@ class HostCommands(Command):
         return args.command == 'drain'
 
     def run(self, args, conf, out):
+        # here: only this command needs it (the CLI starts without Nova)
         from nova import utils
         maintenance = Maintenance(utils.get_ksa_adapter('placement'),
                                   conf.nova_ext.maintenance_trait)
         if args.command == 'drain':
+            # here: only this command needs it (the CLI starts without Nova)
             from nova_ext.maintenance import commands
             return _maintenance_command(
                 commands.drain_command, conf, args, maintenance,
@@ -315,12 +318,14 @@ def add_move_arguments(parser):
 
 def _compute_api(args):
     def connect():
+        # here: only this command needs it (the CLI starts without Nova)
         from nova_ext.maintenance import compute_api
         return compute_api.connect(cloud=args.os_cloud)
     return connect
 
 
 def _maintenance_command(function, conf, args, maintenance, connect, out):
+    # here: only this command needs it (the CLI starts without Nova)
     from nova import objects
 
     from nova_ext.maintenance import commands
@@ -373,6 +378,7 @@ class SpreadCommands(Command):
         add_move_arguments(rebalance)
 
     def run(self, args, conf, out):
+        # here: only this command needs it (the CLI starts without Nova)
         from nova import utils
 
         from nova_ext.maintenance import commands
@@ -398,6 +404,7 @@ class DbCommands(Command):
             'sync', help='create or upgrade the tables')
 
     def run(self, args, conf, out):
+        # here: only this command needs it (the CLI starts without Nova)
         from nova_ext.quota import db
         _parse_transport_url(conf)
         print('nova-ext tables at revision %s' % db.sync(conf), file=out)
@@ -433,6 +440,7 @@ class QuotaCommands(Command):
                           'the same quota driver?')
 
     def run(self, args, conf, out):
+        # here: only this command needs it (the CLI starts without Nova)
         from nova_ext.quota import commands
 
         _parse_transport_url(conf)
@@ -475,6 +483,7 @@ class QuotaCommands(Command):
 
     @staticmethod
     def check(args, conf, commands, out):
+        # here: only this command needs it (the CLI starts without Nova)
         from nova_ext import activation
 
         expected = conf.nova_ext.quota_driver
@@ -506,6 +515,7 @@ class DriverCommands(Command):
         return args.action == 'check'
 
     def run(self, args, conf, out):
+        # here: only this command needs it (the CLI starts without Nova)
         from nova_ext.virt.libvirt import mutators
         from nova_ext.virt.libvirt import shim
 
@@ -583,6 +593,7 @@ class ConfigureCommands(Command):
         return False
 
     def run(self, args, conf, out, err=None):
+        # here: only this command needs it (the CLI starts without Nova)
         from nova_ext import configure
 
         err = err or sys.stderr
@@ -642,6 +653,7 @@ class SimulateCommands(Command):
                      'nova-ext-image-locality', 'nova-ext-failure-domain')
 
     def add_arguments(self, parser):
+        # here: only this command needs it (the CLI starts without Nova)
         from nova_ext.simulator import model
 
         def builtin(prefix):
@@ -683,8 +695,7 @@ class SimulateCommands(Command):
         return False
 
     def run(self, args, conf, out, err=None):
-        import logging
-
+        # here: only this command needs it (the CLI starts without Nova)
         from nova_ext.simulator import engine
         from nova_ext.simulator import model
         from nova_ext.simulator import report
@@ -775,6 +786,7 @@ class ExplainCommands(Command):
                             help='JSON instead of tables')
 
     def run(self, args, conf, out):
+        # here: only this command needs it (the CLI starts without Nova)
         from nova_ext import explain
         return explain.run(args, conf, out)
 
@@ -813,6 +825,7 @@ def _parse_transport_url(conf):
 
 def nova_conf(config_files, opens_databases):
     """nova.conf parsed as nova-manage parses it, with nova-ext's options."""
+    # here: only this command needs it (the CLI starts without Nova)
     import nova.conf
     from nova import config
 
@@ -865,6 +878,7 @@ _MISSING_TABLE = re.compile(
 
 def _missing_table(error):
     """The name of the table ``error`` says is missing, or None."""
+    # here: only this command needs it (the CLI starts without Nova)
     from oslo_db import exception as db_exc
 
     if isinstance(error, db_exc.DBNonExistentTable) and error.table:
@@ -877,6 +891,7 @@ def _missing_table(error):
 
 def _operator_message(error):
     """One line for an environment failure the operator can fix, or None."""
+    # here: only this command needs it (the CLI starts without Nova)
     from keystoneauth1 import exceptions as ks_exc
     from oslo_db import exception as db_exc
     import sqlalchemy.exc

@@ -16,6 +16,8 @@ import os
 import sys
 import warnings
 
+from nova_ext import errors
+
 
 class SandboxError(Exception):
     """Printed as one line: ``sandbox: ...``, exit 1."""
@@ -95,7 +97,6 @@ def main(argv=None):
         print('sandbox: %s' % error, file=sys.stderr)
         return 1
     except BrokenPipeError:
-        from nova_ext import errors
         return errors.closed_pipe()
 
 
@@ -125,6 +126,7 @@ def _main(args):
     imported = io.StringIO()
     try:
         with contextlib.redirect_stdout(imported):
+            # here: the scenario imports Nova (see above)
             from nova_ext.sandbox import scenario as sandbox_scenario
     except ImportError as error:
         # Nova's and placement's test fixtures are an extra: the product
@@ -156,6 +158,7 @@ def _main(args):
     print('nova.conf (%s/nova.conf):\n' % state_dir)
     print('    ' + nova_conf.replace('\n', '\n    '))
 
+    # here: testtools is the [sandbox] extra, checked with the scenario
     import testtools
     result = testtools.TestResult()
     sandbox.run(result)

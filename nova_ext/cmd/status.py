@@ -53,6 +53,7 @@ import sys
 import textwrap
 import warnings
 
+import os_traits
 from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
@@ -81,6 +82,7 @@ class Checks(upgradecheck.UpgradeCommands):
 
     def _database_failure(self, what, error):
         """A Failure for a database error; remembers an unreachable one."""
+        # here: only this check needs it (the CLI starts without Nova)
         from oslo_db import exception as db_exc
         import sqlalchemy.exc
 
@@ -127,6 +129,7 @@ class Checks(upgradecheck.UpgradeCommands):
     # pulls in (eventlet's is printed at import).
 
     def _check_nova_release(self):
+        # here: only this check needs it (the CLI starts without Nova)
         from nova_ext import upstream
 
         major = upstream.nova_major()
@@ -137,6 +140,7 @@ class Checks(upgradecheck.UpgradeCommands):
                           str(m) for m in upstream.SUPPORTED_NOVA_MAJORS)))
 
     def _check_nova_internals(self):
+        # here: only this check needs it (the CLI starts without Nova)
         from nova_ext import upstream
 
         problems = upstream.problems()
@@ -147,6 +151,7 @@ class Checks(upgradecheck.UpgradeCommands):
                           len(upstream.INTERNALS), len(upstream.ASSUMPTIONS)))
 
     def _check_driver_shim(self):
+        # here: only this check needs it (the CLI starts without Nova)
         from nova_ext.virt.libvirt import shim
 
         if self.conf.compute_driver != shim.COMPUTE_DRIVER:
@@ -156,6 +161,7 @@ class Checks(upgradecheck.UpgradeCommands):
         return Result(Code.SUCCESS if ok else Code.FAILURE, '; '.join(lines))
 
     def _check_database(self):
+        # here: only this check needs it (the CLI starts without Nova)
         from nova_ext.quota import db
 
         quotas = bool(self.conf.nova_ext.quota_driver)
@@ -188,6 +194,7 @@ class Checks(upgradecheck.UpgradeCommands):
         must open its API database through the engine plugin, which
         activates the hooks they read (nova_ext.scheduler.activate).
         """
+        # here: only this check needs it (the CLI starts without Nova)
         from sqlalchemy.engine import make_url
 
         options = self.conf.filter_scheduler
@@ -218,6 +225,7 @@ class Checks(upgradecheck.UpgradeCommands):
             "and restart nova-scheduler" % ', '.join(loaded))
 
     def _check_quota_activation(self):
+        # here: only this check needs it (the CLI starts without Nova)
         from nova_ext import activation
 
         from nova_ext.quota import db
@@ -257,6 +265,7 @@ class Checks(upgradecheck.UpgradeCommands):
         """Every aggregate's metadata against the keys nova-ext reads with
         this nova.conf (``[nova_ext] failure_domain_levels``).
         """
+        # here: only this check needs it (the CLI starts without Nova)
         from nova import context as nova_context
         from nova import objects
 
@@ -288,6 +297,7 @@ class Checks(upgradecheck.UpgradeCommands):
         """Every stored flavor's ``nova_ext:`` extra specs against the
         validators nova-api runs (from microversion 2.86) today.
         """
+        # here: only this check needs it (the CLI starts without Nova)
         from nova import context as nova_context
         from nova import objects
 
@@ -323,6 +333,7 @@ class Checks(upgradecheck.UpgradeCommands):
 
 def quota_drivers():
     """Names of the installed quota drivers (entry points)."""
+    # here: only this check needs it (the CLI starts without Nova)
     from importlib import metadata
 
     return sorted(entry.name for entry in metadata.entry_points(
@@ -333,6 +344,7 @@ def flavor_problems(flavors):
     """'flavor NAME (ID): problem' for each ``nova_ext:`` extra spec the
     validators refuse, or that no validator knows.
     """
+    # here: only this check needs it (the CLI starts without Nova)
     from nova import exception
 
     from nova_ext.api.validators import nova_ext as validators
@@ -361,8 +373,7 @@ def domain_collisions(aggregates, levels):
     are one placement trait (``r-1``, ``r_1``, ``R-1``): the scheduler's
     trait source sees one domain, aggregates two.
     """
-    import os_traits
-
+    # here: only this check needs it (the CLI starts without Nova)
     from nova_ext.scheduler import aggregate_keys as keys
 
     names = collections.defaultdict(set)
@@ -393,6 +404,7 @@ def main(argv=None):
     # libraries Nova pulls in (as nova-ext-manage).
     warnings.filterwarnings('ignore', category=DeprecationWarning)
     warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
+    # here: only this check needs it (the CLI starts without Nova)
     import nova.conf
     from oslo_log import log
     from oslo_utils import importutils

@@ -8,6 +8,12 @@ with a message for the operator when the input is wrong.
 import re
 from urllib import parse as urlparse
 
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from nova import context as nova_context
+from nova import exception
+from nova import objects
+from nova import utils
 from oslo_log import log as logging
 
 from nova_ext import errors
@@ -23,8 +29,6 @@ class CommandError(errors.OperatorError):
 
 
 def _nova_context():
-    from nova import context as nova_context
-    from nova import objects
     objects.register_all()
     return nova_context.get_admin_context()
 
@@ -40,8 +44,6 @@ def resolve_scope(conf, flavor=None, quota_class=None):
                 % (quota_class, ', '.join(conf.nova_ext.quota_classes)
                    or 'none'))
         return 'class', quota_class
-    from nova import exception
-    from nova import objects
     ctxt = _nova_context()
     try:
         return 'flavor', objects.Flavor.get_by_flavor_id(ctxt, flavor).flavorid
@@ -57,9 +59,6 @@ def check_project(conf, project_id):
     """Refuse projects keystone does not know; '*' is every project."""
     if project_id == db.DEFAULT_PROJECT:
         return
-    from keystoneauth1 import exceptions as ks_exc
-    from keystoneauth1 import loading as ks_loading
-    from nova import utils
     try:
         # Nova's service credentials; keystone is asked as Nova would.
         auth = ks_loading.load_auth_from_conf_options(conf, 'placement')

@@ -23,6 +23,17 @@ import datetime
 import functools
 import threading
 
+from alembic import command
+from alembic import config as alembic_config
+from alembic import migration
+from alembic import script
+from nova.compute import vm_states
+from nova import context as nova_context
+from nova.db.api import api as api_db
+from nova.db.api import models as api_models
+from nova.db.main import api as main_db
+from nova.db.main import models as main_models
+from nova import objects
 from oslo_config import cfg
 from oslo_db.sqlalchemy import enginefacade
 from oslo_db.sqlalchemy import models
@@ -172,7 +183,6 @@ def _limits_and_members_statement(scope_count):
     statement = _LIMITS_AND_MEMBERS.get(scope_count)
     if statement is not None:
         return statement
-    from nova.db.api import models as api_models
 
     limit = FlavorQuota.__table__
     flavors = api_models.Flavors.__table__
@@ -326,9 +336,6 @@ def writing(conf):
 
 def flavors_in_scope(context, scope, name):
     """Internal ids of the flavors a limit covers: one API-database query."""
-    from nova.db.api import api as api_db
-    from nova.db.api import models as api_models
-
     with api_db.context_manager.reader.using(context):
         if scope == 'flavor':
             rows = context.session.query(api_models.Flavors.id).filter(
@@ -373,9 +380,6 @@ def count_instances(context, project_id, user_id=None, groups=(),
     the database work on every row of the project: only ``resources`` are
     summed per group (those a limit caps).
     """
-    from nova import context as nova_context
-    from nova import objects
-
     groups = [tuple(sorted(set(group))) for group in groups]
     # The cells Nova itself counts instances in.
     if CONF.api.instance_list_per_project_cells:
@@ -443,8 +447,6 @@ def _count_statement(with_user, group_count, resources):
     statement = _COUNTS.get(key)
     if statement is not None:
         return statement
-    from nova.compute import vm_states
-    from nova.db.main import models as main_models
 
     instance = main_models.Instance.__table__.c
     columns = [sa.func.count(instance.id), sa.func.sum(instance.vcpus),
@@ -483,8 +485,6 @@ def _count_in_cell(cctxt, project_id, user_id, groups, resources):
     count), then the same for ``user_id`` if given, then ``resources`` for
     each group.
     """
-    from nova.db.main import api as main_db
-
     statement = _count_statement(bool(user_id), len(groups),
                                  tuple(resources))
     params = {'project_id_1': project_id}
@@ -504,8 +504,6 @@ VERSION_TABLE = 'nova_ext_alembic_version'
 
 
 def _alembic_config():
-    from alembic import config as alembic_config
-
     config = alembic_config.Config()
     config.set_main_option('script_location', 'nova_ext.quota:migrations')
     return config
@@ -513,8 +511,6 @@ def _alembic_config():
 
 def current_revision(conf):
     """The revision nova-ext's tables are at (None: never synced)."""
-    from alembic import migration
-
     engine = context_manager(conf).writer.get_engine()
     with engine.connect() as connection:
         return migration.MigrationContext.configure(
@@ -524,16 +520,12 @@ def current_revision(conf):
 
 def head_revision():
     """The revision this nova-ext's migrations lead to."""
-    from alembic import script
-
     return script.ScriptDirectory.from_config(
         _alembic_config()).get_current_head()
 
 
 def sync(conf, revision='head'):
     """Create or upgrade nova-ext's tables (alembic); returns the revision."""
-    from alembic import command
-
     config = _alembic_config()
     engine = context_manager(conf).writer.get_engine()
     with engine.begin() as connection:

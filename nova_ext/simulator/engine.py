@@ -51,10 +51,19 @@ import typing as ty
 import urllib.parse
 import uuid
 
+import nova.conf
+from nova import context as nova_context
+from nova import exception
+from nova import objects
+from nova.scheduler import utils as scheduler_utils
 from oslo_config import cfg
 
+from nova_ext import conf as ext_conf
 from nova_ext import errors
 from nova_ext import explain
+from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler import request_filters as ext_request_filters
+from nova_ext.scheduler import scheduling_request
 from nova_ext.scheduler import weights
 from nova_ext.simulator import cloud
 from nova_ext.simulator import fleet
@@ -100,10 +109,6 @@ def setup_nova():
     global _nova_ready
     if _nova_ready:
         return
-    import nova.conf
-    from nova import objects
-
-    from nova_ext import conf as ext_conf
 
     objects.register_all()
     ext_conf.register_opts(nova.conf.CONF)
@@ -117,9 +122,6 @@ def parse_defaults():
     """For a command line: Nova's and nova-ext's defaults, no config files
     (fragments are applied as overrides on top).
     """
-    import nova.conf
-
-    from nova_ext import conf as ext_conf
 
     ext_conf.register_opts(nova.conf.CONF)
     if upstream.get('nova.conf.CONF._args') is None:
@@ -285,7 +287,6 @@ class Simulation:
         return fleet.Fleet(nodes, aggregates, state_cls, self.cell_uuid)
 
     def _flavor(self, flavor, flavor_id):
-        from nova import objects
         return objects.Flavor(
             id=flavor_id, flavorid=flavor.name, name=flavor.name,
             vcpus=flavor.vcpus, memory_mb=flavor.ram_mb,
@@ -302,7 +303,6 @@ class Simulation:
         applied on top of Nova's defaults; return a :class:`Result`, with
         explain's breakdown of arrival ``explain_arrival`` (1-based).
         """
-        import nova.conf
         conf = nova.conf.CONF
         applied = apply_fragment(conf, config_path)
         try:
@@ -313,8 +313,6 @@ class Simulation:
 
     def _run(self, conf, config_path, name, progress, seed,
              explain_arrival):
-        from nova_ext.scheduler import request_filters as ext_request_filters
-
         # Nova's pre-filters, plus nova-ext's as this configuration's
         # HostManager activates them (as a restarted nova-scheduler would),
         # for the duration of the run
@@ -324,10 +322,6 @@ class Simulation:
 
     def _run_configured(self, conf, config_path, name, progress, seed,
                         explain_arrival):
-        from nova import context as nova_context
-        from nova import exception
-        from nova import objects
-
         for group, option in UNSUPPORTED_OPTIONS:
             if getattr(getattr(conf, group), option):
                 raise ConfigError(
@@ -384,8 +378,6 @@ class Simulation:
         """{level: what asks for it} over the workload's groups, its
         flavors' extra specs and ``[nova_ext] default_spread_level``.
         """
-        from nova_ext.scheduler import failure_domains
-
         asked = {}
         for group in self.workload.groups.values():
             for level in group.levels():
@@ -411,8 +403,6 @@ class Simulation:
         refuse, as on a cloud; one nobody asks for, e.g. the default
         ``power``, is harmless.)
         """
-        from nova_ext.scheduler import failure_domains
-
         defined = self.cluster.levels()
         for level, who in sorted(self._levels_asked(conf).items()):
             if (level in conf.nova_ext.failure_domain_levels
@@ -442,8 +432,6 @@ class Simulation:
         a cloud's (the generated racks and rows, and any level an
         ``aggregates:`` entry of the cluster file declares).
         """
-        from nova_ext.scheduler import failure_domains
-
         prefix = failure_domains.AGGREGATE_KEY_PREFIX
         domains = {level: {} for level in conf.nova_ext.failure_domain_levels}
         for aggregate in self.cluster.aggregates:
@@ -458,8 +446,6 @@ class Simulation:
                 scheduler, simulated, simulated_cloud, ctxt, capacity, used,
                 instances_on, index_of, allowed, image_instances, objects,
                 explain_arrival):
-        from nova_ext.scheduler import scheduling_request
-
         workload = self.workload
         hosts = self.cluster.hosts
         states = simulated.states
@@ -664,8 +650,6 @@ class Simulation:
         steps explain shows, when ``steps_wanted``; the reason of a
         pre-filter that failed the request, or None).
         """
-        from nova import exception
-
         # Nova 34's owner_nova_filter asks every cell's database for the
         # oldest nova-compute and requires OWNER_NOVA when all are current,
         # as the model's are: its answer, given before it asks
@@ -689,8 +673,6 @@ class Simulation:
         Returns (query string, (VCPU, MEMORY_MB, DISK_GB) to claim,
         candidate HostStates, why there are none or None).
         """
-        from nova.scheduler import utils as scheduler_utils
-
         querystring = scheduler_utils.resources_from_request_spec(
             ctxt, spec, host_manager,
             enable_pinning_translate=True).to_querystring()
@@ -735,8 +717,6 @@ class Simulation:
         random state is given back, so the replay's own pick draws the same
         and the run is the same as without the breakdown.
         """
-        from nova_ext.scheduler import scheduling_request
-
         result = explain.new_result(spec, host_manager, conf)
         result['request_filters'] = steps
         if querystring is not None:

@@ -23,6 +23,7 @@ import time
 import typing as ty
 import uuid
 
+from nova import objects
 from oslo_utils import timeutils
 
 # A compute reports its service every [DEFAULT] report_interval (10 s);
@@ -65,7 +66,6 @@ class Node:
 
 def aggregate(aggregate_id, name, hosts, metadata, aggregate_uuid=None):
     """An ``objects.Aggregate`` (uuid derived from the name unless given)."""
-    from nova import objects
     return objects.Aggregate(
         id=aggregate_id,
         uuid=aggregate_uuid or str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
@@ -76,7 +76,6 @@ def service(service_id, host, now):
     """The nova-compute service record of ``host``, as the dict
     ``HostManager._get_host_states`` hands ``HostState.update``.
     """
-    from nova import objects
     return dict(objects.Service(
         id=service_id, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, host)),
         host=host, binary='nova-compute', topic='compute',
@@ -94,7 +93,6 @@ def compute_node(index, node, now):
     """``node``'s ``objects.ComputeNode`` record as its resource tracker
     writes it (``index``: its position in the fleet, from 0).
     """
-    from nova import objects
     memory_mb_used = node.reserved_ram_mb + node.memory_mb_used
     local_gb_used = node.reserved_disk_gb + node.local_gb_used
     return objects.ComputeNode(

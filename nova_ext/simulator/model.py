@@ -10,6 +10,7 @@ came from, so a mistake is reported as ``FILE:LINE: FIELD: what is wrong``
 
 import dataclasses
 import os
+import random
 import re
 import typing as ty
 
@@ -326,6 +327,7 @@ class Cluster:
         ones, innermost first, then those its extra aggregates declare
         (``nova_ext:failure_domain:<level>`` metadata), sorted.
         """
+        # here: the simulate parser loads this module at every CLI start
         from nova_ext.scheduler import failure_domains
 
         prefix = failure_domains.AGGREGATE_KEY_PREFIX
@@ -339,6 +341,7 @@ class Cluster:
         """{host name: set of its domains at ``level``}, from the
         aggregates' metadata, as the scheduler reads a cloud's.
         """
+        # here: the simulate parser loads this module at every CLI start
         from nova_ext.scheduler import failure_domains
 
         key = failure_domains.AGGREGATE_KEY_PREFIX + level
@@ -538,6 +541,7 @@ def _traits(path, group):
 
 
 def _layout_aggregates(hosts, groups, levels):
+    # here: the simulate parser loads this module at every CLI start
     from nova_ext.scheduler import failure_domains
     from nova_ext.scheduler.request_filters import host_class
 
@@ -643,8 +647,6 @@ def load_workload(path, seed=None):
 
     ``seed`` overrides the file's.
     """
-    import random
-
     top = _Reader(path, _load_yaml(path))
     name = top.get('name', str, default=os.path.basename(path))
     file_seed = top.get('seed', int, default=1)

@@ -7,6 +7,8 @@ import os
 import sys
 import time
 
+import prettytable
+
 from nova_ext import explain
 from nova_ext.simulator import engine
 
@@ -104,8 +106,6 @@ def rows(comparison):
 
 
 def table(comparison, out=sys.stdout):
-    import prettytable
-
     header, body = rows(comparison)
     print('cluster %s (%d hosts), workload %s, seed %d' % (
         comparison.cluster, comparison.hosts, comparison.workload,
@@ -172,8 +172,10 @@ def plot(comparison, directory):
     """Write utilisation.png and stranded.png into ``directory``; return
     their paths.
     """
+    # here: matplotlib is the [simulator] extra, only --plot needs it
     import matplotlib
     matplotlib.use('Agg')
+    # here: matplotlib is the [simulator] extra, only --plot needs it
     from matplotlib import pyplot
 
     os.makedirs(directory, exist_ok=True)

@@ -75,6 +75,7 @@ class LibvirtDriverTest(base.NovaExtTest):
     def test_live_domain_has_every_mutators_change(self):
         if not CONF.nova_ext.libvirt_uri:
             raise self.skipException('[nova_ext] libvirt_uri is unset')
+        # here: libvirt-python is needed only with [nova_ext] libvirt_uri
         import libvirt
 
         connection = libvirt.openReadOnly(CONF.nova_ext.libvirt_uri)

@@ -23,6 +23,7 @@ fault naming it, rather than building guests without it.
 
 from nova import exception
 from oslo_log import log as logging
+from stevedore import extension
 from stevedore import named
 
 LOG = logging.getLogger(__name__)
@@ -117,6 +118,5 @@ def image_property(instance, name):
 
 def installed():
     """Names of every mutator installed in the entry-point namespace."""
-    from stevedore import extension
     return sorted(ext.name for ext in extension.ExtensionManager(
         NAMESPACE, invoke_on_load=False))
