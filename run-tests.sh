@@ -158,7 +158,7 @@ run_bench() {
         --cluster tests/bench/cluster-tiny.yaml --seeds 1 || failed=1
     # a real multi-process Nova (MariaDB, RabbitMQ): one small burst that
     # must refuse exactly the members that do not fit, off and on
-    bench_one 'on/off' tools/benchmark_burst.py --bursts 4 --computes 4 \
+    bench_one 'hold/member' tools/benchmark_burst.py --bursts 4 --computes 4 \
         --schedulers 1 --shapes 'spread refuses K' \
         --json "$out/b.json" || failed=1
     # the benchmark page's tables render from what the scripts wrote
