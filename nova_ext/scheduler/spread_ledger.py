@@ -25,6 +25,8 @@ says the tables are behind). Every nova-scheduler of a deployment must run
 a nova-ext with the ledger: one without it writes no rows.
 """
 
+import contextlib
+
 from oslo_config import cfg
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import models
@@ -58,14 +60,10 @@ def claims(group_uuid):
     """{member: host} of the group's claims not yet found settled; raises
     Unavailable when the table does not exist.
     """
-    try:
-        with ext_db.reading(CONF) as session:
-            rows = session.query(SpreadClaim.instance_uuid,
-                                 SpreadClaim.host).filter(
-                SpreadClaim.group_uuid == group_uuid).all()
-    except db_exc.DBNonExistentTable as error:
-        _warn_missing(error)
-        raise Unavailable(str(error))
+    with _table(), ext_db.reading(CONF) as session:
+        rows = session.query(SpreadClaim.instance_uuid,
+                             SpreadClaim.host).filter(
+            SpreadClaim.group_uuid == group_uuid).all()
     return dict(rows)
 
 
@@ -77,15 +75,23 @@ def record(group_uuid, claimed, settled):
     gone = set(settled) | set(claimed)
     if not gone:
         return
+    with _table(), ext_db.writing(CONF) as session:
+        session.query(SpreadClaim).filter(
+            SpreadClaim.group_uuid == group_uuid,
+            SpreadClaim.instance_uuid.in_(sorted(gone))).delete(
+                synchronize_session=False)
+        session.add_all([SpreadClaim(group_uuid=group_uuid,
+                                     instance_uuid=member, host=host)
+                         for member, host in sorted(claimed.items())])
+
+
+@contextlib.contextmanager
+def _table():
+    """Raise Unavailable (and warn, once per process) when the ledger's
+    table does not exist.
+    """
     try:
-        with ext_db.writing(CONF) as session:
-            session.query(SpreadClaim).filter(
-                SpreadClaim.group_uuid == group_uuid,
-                SpreadClaim.instance_uuid.in_(sorted(gone))).delete(
-                    synchronize_session=False)
-            session.add_all([SpreadClaim(group_uuid=group_uuid,
-                                         instance_uuid=member, host=host)
-                             for member, host in sorted(claimed.items())])
+        yield
     except db_exc.DBNonExistentTable as error:
         _warn_missing(error)
         raise Unavailable(str(error))
