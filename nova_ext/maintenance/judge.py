@@ -166,21 +166,21 @@ def judge_all(constraints, layout, placement):
             for c in constraints]
 
 
-def hard_excess(constraints, layout, placement):
-    """The excess of each hard constraint, in their order."""
-    return tuple(verdict.excess for verdict
-                 in judge_all(constraints, layout, placement)
-                 if verdict.constraint.hard)
-
-
-def soft_excess(constraints, layout, placement):
-    return sum(verdict.excess for verdict
-               in judge_all(constraints, layout, placement)
-               if not verdict.constraint.hard)
+def excess(constraints, layout, placement):
+    """(the excess of each hard constraint, in their order; the soft
+    constraints' excess summed).
+    """
+    hard, soft = [], 0
+    for verdict in judge_all(constraints, layout, placement):
+        if verdict.constraint.hard:
+            hard.append(verdict.excess)
+        else:
+            soft += verdict.excess
+    return tuple(hard), soft
 
 
 def no_worse(excess, baseline):
     """Whether no hard constraint is further from holding than in
-    ``baseline`` (both as :func:`hard_excess` gives them).
+    ``baseline`` (both the hard part of what :func:`excess` gives).
     """
     return all(now <= then for now, then in zip(excess, baseline))

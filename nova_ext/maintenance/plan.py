@@ -112,14 +112,10 @@ def describe_class(levels, signature):
 
 
 def excess(case, layout, placement):
-    """(hard excess per hard constraint, soft excess summed)."""
-    hard, soft = [], 0
-    for verdict in judge.judge_all(case.constraints, layout, placement):
-        if verdict.constraint.hard:
-            hard.append(verdict.excess)
-        else:
-            soft += verdict.excess
-    return tuple(hard), soft
+    """(hard excess per hard constraint, soft excess summed) of the
+    group's constraints (:func:`judge.excess`).
+    """
+    return judge.excess(case.constraints, layout, placement)
 
 
 def _moved(placement, member, host):

@@ -46,7 +46,6 @@ request done); a group without requests in flight has no entry, so the
 registry is bounded by the groups being scheduled at once.
 """
 
-import collections
 import threading
 import time
 
@@ -299,9 +298,3 @@ def take(group_uuid, timeout, count, on_unavailable, record):
             raise TimedOut()
         # the turn's opener waited less long than this request may: the
         # request tries again, in a turn of its own or one opening now
-
-
-def waiting_groups():
-    """The groups with a turn waiting or running in this process."""
-    with _registry:
-        return collections.Counter(_turns)

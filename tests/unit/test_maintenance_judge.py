@@ -120,8 +120,8 @@ class JudgeTest(testtools.TestCase):
     def test_hard_excess_and_no_worse(self):
         found = constraints('rack:max=1;row:max=1,soft')
         placed = {'a': 'h1', 'b': 'h2'}
-        self.assertEqual((1,), judge.hard_excess(found, layout(RACKS),
-                                                 placed))
+        hard, _soft = judge.excess(found, layout(RACKS), placed)
+        self.assertEqual((1,), hard)
         self.assertTrue(judge.no_worse((1,), (1,)))
         self.assertTrue(judge.no_worse((0,), (1,)))
         self.assertFalse(judge.no_worse((2,), (1,)))
