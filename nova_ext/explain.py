@@ -350,6 +350,7 @@ def weigh(host_manager, hosts, spec):
     breakdown = {host_name(host): [] for host in hosts}
     if len(weighed) <= 1:
         return breakdown
+    broken = [0.0] * len(weighed)
     for weigher in ext_weights.expand(host_manager.weighers):
         raw, normalised, multipliers = ext_weights.scores(weigher, weighed,
                                                           spec)
@@ -359,6 +360,24 @@ def weigh(host_manager, hosts, spec):
                 'weigher': type(weigher).__name__, 'raw': raw_value,
                 'normalised': value, 'multiplier': multiplier,
                 'contribution': multiplier * value})
+        if isinstance(weigher, ext_weights.PerRequestWeigher):
+            promises = weigher.weights_and_promises(
+                spec, [obj.obj for obj in weighed])[1]
+            for index, (kept, multiplier) in enumerate(zip(
+                    promises or (), multipliers)):
+                broken[index] += kept if multiplier > 0 else 0
+    if max(broken) > min(broken):
+        # NovaExtWeighers ranks by the soft constraints broken first
+        # (nova_ext.scheduler.weights.outranked): one more row, worth more
+        # than every other row together can swing
+        sums = [sum(row['contribution'] for row in rows)
+                for rows in breakdown.values()]
+        swing = 1.0 + max(sums) - min(sums)
+        for obj, count in zip(weighed, broken):
+            breakdown[host_name(obj.obj)].append({
+                'weigher': 'soft constraints broken', 'raw': count,
+                'normalised': count, 'multiplier': -swing,
+                'contribution': -swing * count})
     return breakdown
 
 

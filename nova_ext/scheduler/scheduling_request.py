@@ -40,6 +40,7 @@ from oslo_log import log as logging
 from nova import exception
 
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler import fault_reasons
 from nova_ext.scheduler import spread_constraints
 from nova_ext import upstream
 
@@ -84,6 +85,9 @@ class SchedulingRequest(object):
         self.instance_uuids = list(instance_uuids or [])
         self.servers = len(self.instance_uuids) or spec_obj.num_instances
         self.enabled_filters = list(host_manager.enabled_filters)
+        # the weighers Nova's handler runs, in order: NovaExtWeighers
+        # outranks by the soft promises what every other one can swing
+        self.weighers = list(getattr(host_manager, 'weighers', ()))
         self.aggregates = upstream.aggregate_view(host_manager)
         self.group = (spec_obj.instance_group
                       if 'instance_group' in spec_obj else None)
@@ -103,8 +107,11 @@ class SchedulingRequest(object):
         self.candidates = None
         # why no host is left: for the NoValidHost (what the server's
         # fault keeps), and whole (what explain shows)
-        self.why_no_host = None
-        self.why_no_host_in_full = None
+        # why no host is left, asked of the filter that gave it when the
+        # request ends with none (see refuse_unless_others_did)
+        self._why_no_host = None
+        self._why_no_host_in_full = None
+        self._ask_why = None
         self._spread = _NOT_READ
         self._domains = None
         self._members = None
@@ -181,7 +188,7 @@ class SchedulingRequest(object):
         if self.turn is not None:
             timeout = CONF.nova_ext.spread_lock_timeout
             if not self.turn.decide(self, timeout):
-                raise exception.NoValidHost(reason=(
+                raise exception.NoValidHost(reason=fault_reasons.fitted(
                     'timed out after %ds waiting for the spread lock of '
                     'server group %s: other requests of its turn are still '
                     'deciding' % (timeout, self.turn.group_uuid)))
@@ -320,10 +327,39 @@ class SchedulingRequest(object):
 
     def refuse(self, reason, in_full=None):
         """Make ``reason`` the NoValidHost's, should no host be left
-        (``in_full``: the same, unabridged).
+        (fitted to what the server's fault keeps; ``in_full``: the same,
+        unabridged).
         """
-        self.why_no_host = reason
-        self.why_no_host_in_full = in_full or reason
+        self._ask_why = None
+        self._why_no_host = fault_reasons.fitted(reason)
+        self._why_no_host_in_full = in_full or reason
+
+    def refuse_unless_others_did(self, why):
+        """Should no host be left, ``why()`` says why: (reason, in full),
+        or None when the reason is not its asker's. Asked once, only then;
+        a later call replaces it (None: the asker refused nothing).
+        """
+        self._ask_why = why
+
+    def _settle(self):
+        why, self._ask_why = self._ask_why, None
+        answer = why() if why is not None else None
+        if answer is not None:
+            self.refuse(*answer)
+
+    @property
+    def why_no_host(self):
+        """Why no host is left, as the server's fault keeps it, or None
+        when nova-ext has no reason (the NoValidHost is then Nova's).
+        """
+        self._settle()
+        return self._why_no_host
+
+    @property
+    def why_no_host_in_full(self):
+        """:attr:`why_no_host`, unabridged."""
+        self._settle()
+        return self._why_no_host_in_full
 
 
 # plugins that said nova-ext is not activated in this process: once each

@@ -37,6 +37,7 @@ from nova.scheduler.client import report
 from nova.scheduler import utils as scheduler_utils
 
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler import fault_reasons
 from nova_ext.scheduler import group_members
 from nova_ext.scheduler import group_turns
 from nova_ext.scheduler import scheduling_request
@@ -242,7 +243,7 @@ def _unavailable(error, group):
 
 def _refuse(reason):
     LOG.warning("nova-ext: refusing spread request: %s", reason)
-    raise exception.NoValidHost(reason=reason)
+    raise exception.NoValidHost(reason=fault_reasons.fitted(reason))
 
 
 def _verified(context, request, group, instance_uuids, selections, why):

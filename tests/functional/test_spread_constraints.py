@@ -99,7 +99,8 @@ class SpreadConstraintsTest(base.RackedTestCase):
         self.assertNoValidHost(fourth, 'rack:skew=1,min_domains=4: fewer '
                                'than 4 racks are eligible, so the least '
                                'filled counts as 0; every rack left is more '
-                               'than 1 above it: r1 (1), r2 (1), r3 (1)')
+                               'than 1 above it: r1 (1) and 2 more')
+        # (the whole list is the scheduler log's: the fault has no room)
         # three racks are enough for min_domains=3: the minimum is 1 now
         self.boot('md-ok', self.flavor, group,
                   {KEY: 'rack:skew=1,min_domains=3'})
@@ -133,7 +134,9 @@ class SpreadConstraintsTest(base.RackedTestCase):
     # -- soft and hard -------------------------------------------------------
 
     def test_soft_constraint_is_weighed_not_enforced(self):
-        self.flags(failure_domain_spread_weight_multiplier=10.0,
+        # Nova's weighers and nova-ext's multiplier at their defaults
+        # (RackedTestCase turns the weigher off)
+        self.flags(failure_domain_spread_weight_multiplier=1.0,
                    group='nova_ext')
         group = self.create_server_group('soft')
         hints = {KEY: 'rack:max=1,soft'}
@@ -149,6 +152,20 @@ class SpreadConstraintsTest(base.RackedTestCase):
         fourth = self.boot('hard-3', self.flavor, group, hints,
                            expected_state='ERROR')
         self.assertNoValidHost(fourth, '(max 1 per rack)')
+
+    def test_the_reason_arrives_whole_whatever_the_group_is_called(self):
+        # a name that leaves the whole reason (with the name) 245
+        # characters long: under 255, but Nova puts its own 25 in front
+        name = 'tier-' + 'a' * 79
+        group = self.create_server_group(name)
+        hints = {KEY: 'rack:max=1'}
+        self._boot_all('named', 3, group, hints)
+        fourth = self.boot('named-3', self.flavor, group, hints,
+                           expected_state='ERROR')
+        self.assertNoValidHost(fourth, 'rack:max=1: every rack left is '
+                               'full (max 1 per rack): r1 (1)')
+        self.assertTrue(fourth['fault']['message'].endswith(
+            '(server group %s)' % group), fourth['fault']['message'])
 
     # -- flavor, hint and the old keys ---------------------------------------
 

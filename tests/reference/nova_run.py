@@ -13,6 +13,7 @@ model places them), and nova-ext's group count is what placement would say
 """
 
 import collections
+import dataclasses
 import uuid
 
 from oslo_config import cfg
@@ -155,13 +156,25 @@ def configure(conf, levels, own_domain, filter_order, weighers_only_ours):
                 default_spread_level=None)
 
 
+@dataclasses.dataclass(frozen=True)
+class Load:
+    """What Nova's default weighers read of a host, beside its room."""
+    io_operations: int = 0
+    memory_mb_used: int = 0
+    vcpus_used: int = 0
+    failed_builds: int = 0
+
+
 class Run(object):
     """One model request, scheduled by Nova."""
 
-    def __init__(self, cluster, request, policy='anti-affinity'):
+    def __init__(self, cluster, request, policy='anti-affinity', loads=None):
         self.cluster = cluster
         self.request = request
         self.policy = policy
+        # {host name: Load}: what Nova's own weighers read (I/O operations,
+        # memory and vCPUs in use, failed builds); none by default
+        self.loads = loads or {}
         self.host_uuids = {host.name: _uuid('node-' + host.name)
                            for host in cluster.hosts}
         self.host_names = {u: n for n, u in self.host_uuids.items()}
@@ -175,15 +188,25 @@ class Run(object):
         for member, host in self.request.members.items():
             if host is not None:
                 members_on[host][member] = objects.Instance(uuid=member)
+        no_load = Load()
         nodes = [fleet.Node(host.name, vcpus=64, memory_mb=262144,
                             local_gb=2000, uuid=self.host_uuids[host.name],
-                            instances=members_on[host.name])
+                            instances=members_on[host.name],
+                            io_workload=self.loads.get(
+                                host.name, no_load).io_operations,
+                            memory_mb_used=self.loads.get(
+                                host.name, no_load).memory_mb_used,
+                            vcpus_used=self.loads.get(
+                                host.name, no_load).vcpus_used)
                  for host in self.cluster.hosts]
         built = fleet.Fleet(nodes, _aggregates(self.cluster),
                             host_manager.host_state_cls)
         for host, state in zip(self.cluster.hosts, built.states):
             if not host.enabled:
                 state.update(service=dict(state.service, disabled=True))
+            # what BuildFailureWeigher reads (the compute's stats say 0)
+            state.failed_builds = self.loads.get(
+                host.name, no_load).failed_builds
         return built.states
 
     def spec(self, server_uuids, constraints_text):

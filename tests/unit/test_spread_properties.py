@@ -35,6 +35,8 @@ import testtools
 from nova import exception
 from nova import objects
 
+from nova_ext.scheduler import fault_reasons
+
 from tests.reference import nova_run
 from tests.reference import spread_model as model
 
@@ -128,6 +130,15 @@ def scenarios(draw, single=False, soft=False):
     return levels, cluster, request, policy, moving, tuple(order)
 
 
+@st.composite
+def loads_of_a_host(draw):
+    return nova_run.Load(
+        io_operations=draw(st.integers(0, 8)),
+        memory_mb_used=draw(st.sampled_from((0, 4096, 131072, 250000))),
+        vcpus_used=draw(st.integers(0, 60)),
+        failed_builds=draw(st.sampled_from((0, 0, 0, 1, 5))))
+
+
 def as_nova_sees_it(cluster, request, policy, moving):
     """The model request with what Nova's ServerGroupAntiAffinityFilter
     adds for an ``anti-affinity`` group: no host holding another member
@@ -166,10 +177,10 @@ class NovaScheduling(testtools.TestCase):
         self.conf = self.useFixture(config_fixture.Config())
 
     def schedule(self, levels, cluster, request, policy, moving, order,
-                 constraints_text=None, ours_only=True):
+                 constraints_text=None, ours_only=True, loads=None):
         nova_run.configure(self.conf, levels, cluster.own_domain, order,
                            ours_only)
-        run = nova_run.Run(cluster, request, policy)
+        run = nova_run.Run(cluster, request, policy, loads)
         text = constraints_text or ';'.join(
             c.text() for c in request.constraints)
         try:
@@ -177,9 +188,10 @@ class NovaScheduling(testtools.TestCase):
         except exception.NoValidHost as error:
             return error
 
-    def check(self, levels, cluster, request, policy, moving, order):
+    def check(self, levels, cluster, request, policy, moving, order,
+              ours_only=True, loads=None):
         placed = self.schedule(levels, cluster, request, policy, moving,
-                               order)
+                               order, ours_only=ours_only, loads=loads)
         nova_cluster, nova_request = as_nova_sees_it(
             cluster, request, policy, moving)
         nova_request = counted(nova_request, moving)
@@ -220,11 +232,50 @@ class SpreadPropertiesTest(NovaScheduling):
         self.assertEqual(passed[0], passed[1], (order, other))
 
     @budget
+    @hypothesis.given(scenarios(single=True), st.data())
+    def test_the_reason_for_no_host_makes_no_difference_of_position(
+            self, scenario, data):
+        # the same decision, the same reason: nova-ext's whenever its
+        # filter refused a host the others pass, wherever it stands. (One
+        # server: for the later servers of a multi-create the hosts the
+        # filter judges, and so its decisions, may depend on its position
+        # -- the candidates are fixed for the first.)
+        levels, cluster, request, policy, moving, order = scenario
+        reasons = []
+        for filters in (order, data.draw(st.permutations(order))):
+            placed = self.schedule(levels, cluster, request, policy, moving,
+                                   filters)
+            if not isinstance(placed, exception.NoValidHost):
+                return
+            reason = placed.kwargs['reason']
+            self.assertTrue(fault_reasons.fits(reason), reason)
+            reasons.append(reason)
+        self.assertEqual(reasons[0], reasons[1])
+
+    @budget
     @hypothesis.given(scenarios(single=True, soft=True))
     def test_the_host_chosen_breaks_the_fewest_soft_constraints(
             self, scenario):
+        self.check_fewest_soft_broken(scenario, ours_only=True)
+
+    @budget
+    @hypothesis.given(scenarios(single=True, soft=True), st.data())
+    def test_nova_weighers_do_not_outrank_a_soft_constraint(
+            self, scenario, data):
+        # Nova's weighers at their defaults beside nova-ext's, the hosts
+        # differing in everything they read: I/O operations (IoOpsWeigher,
+        # -1.0), memory and vCPUs in use (RAMWeigher, CPUWeigher), failed
+        # builds (BuildFailureWeigher, 1,000,000)
         levels, cluster, request, policy, moving, order = scenario
-        placed = self.check(levels, cluster, request, policy, moving, order)
+        loads = {host.name: data.draw(loads_of_a_host())
+                 for host in cluster.hosts}
+        self.check_fewest_soft_broken(scenario, ours_only=False,
+                                      loads=loads)
+
+    def check_fewest_soft_broken(self, scenario, ours_only, loads=None):
+        levels, cluster, request, policy, moving, order = scenario
+        placed = self.check(levels, cluster, request, policy, moving, order,
+                            ours_only=ours_only, loads=loads)
         if not placed:
             return
         nova_cluster, nova_request = as_nova_sees_it(
@@ -328,6 +379,22 @@ class FoundBySearchTest(NovaScheduling):
                 exception.NoValidHost, nova_run.Run(cluster, request).schedule,
                 'rack:max=1,soft;rack:skew=1')
             self.assertIn('rack:skew=1: host h0 in no rack', str(error))
+
+    def test_a_host_in_no_row_with_no_io_loses_to_rows_with_some(self):
+        # the first member of a row:skew=1,soft group, with Nova's weighers
+        # at their defaults: IoOpsWeigher (-1.0) swings a whole point to
+        # h0, in no row, and CPUWeigher adds to it; the soft constraint
+        # must still send the member to a row
+        cluster = hosts(('h0', {}, 1), ('h1', {'row': 'a'}, 1),
+                        ('h2', {'row': 'b'}, 1))
+        request = model.Request(
+            (model.Constraint('row', 'skew', 1, hard=False),), {})
+        busy = nova_run.Load(io_operations=1, vcpus_used=8)
+        placed = self.check(['row'], cluster, request, 'soft-anti-affinity',
+                            None, nova_run.NOVA_FILTERS
+                            + (nova_run.OUR_FILTER,), ours_only=False,
+                            loads={'h1': busy, 'h2': busy})
+        self.assertIn(placed, (['h1'], ['h2']))
 
 
 class KubernetesTableTest(testtools.TestCase):

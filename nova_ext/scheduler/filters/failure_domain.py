@@ -25,12 +25,14 @@ is cheapest: nothing to run twice). Soft constraints are the weigher's.
 
 A malformed request fails alone with a NoValidHost whose reason names the
 hint or extra spec; the scheduler keeps serving. When no host passes, the
-reason (Nova keeps 255 characters of it in the server's fault) names each
+reason (fitted to what Nova keeps of it in the server's fault:
+:mod:`nova_ext.scheduler.fault_reasons`) names each
 constraint, the domains it refused with their counts and, for a skew, the
 least filled domain; the scheduler log has it whole.
 """
 
 import collections
+import functools
 
 from oslo_log import log as logging
 
@@ -39,14 +41,13 @@ from nova.scheduler import filters
 from nova.scheduler import utils as scheduler_utils
 
 from nova_ext.scheduler import failure_domains
+from nova_ext.scheduler import fault_reasons
 from nova_ext.scheduler import scheduling_request
 from nova_ext.scheduler import spread_constraints
 
 LOG = logging.getLogger(__name__)
 
 NAME = 'FailureDomainAntiAffinityFilter'
-# what Nova keeps of a NoValidHost reason in the server's fault
-FAULT_LENGTH = 255
 
 
 class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
@@ -68,7 +69,8 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
                 return hosts
             LOG.warning("%s: refusing request for instance %s: %s", NAME,
                         spec_obj.instance_uuid, error)
-            raise exception.NoValidHost(reason=str(error))
+            raise exception.NoValidHost(
+                reason=fault_reasons.fitted(str(error)))
         # what a claim in the request's turn is judged again on, and found
         # among (nova_ext.scheduler.spread_requests.claim)
         request.judged_hosts = hosts
@@ -87,28 +89,61 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
             for host_state, refusal in refused:
                 LOG.debug("%s: host %s refused: %s", NAME, host_state.host,
                           describe(judgement, refusal))
-        if hosts and not passed:
-            full, short = why_no_host(judgement, refused, spread.group)
-            LOG.info("%s: no host left for instance %s: %s", NAME,
-                     spec_obj.instance_uuid, full)
-            request.refuse(short, full)
+        # Why no host is left, should none be: asked only then
+        # (SchedulingRequest.why_no_host), of this call, the last one for
+        # the server that found none
+        request.refuse_unless_others_did(
+            functools.partial(self._why_no_host, request, judgement,
+                              len(request.placed()), passed, refused, spread,
+                              spec_obj) if refused else None)
         return passed
+
+    def _why_no_host(self, request, judgement, index, passed, refused,
+                     spread, spec_obj):
+        """(reason, in full) when the request's ``index``-th server found
+        no host because of the hosts this filter refused: none it passed
+        is left once the filters after it ran, and some it refused every
+        filter after it passes -- the reason it would give were it last;
+        None when it refused none of those (the reason is then the other
+        filters', Nova's), or when a later server found none (a filter
+        before this one left it no host).
+        """
+        if index != len(request.placed()):
+            return None
+        if self._after(request, passed, spec_obj, index):
+            return None
+        theirs = set(self._after(request, [host for host, _ in refused],
+                                 spec_obj, index))
+        refused = [(host, refusal) for host, refusal in refused
+                   if host in theirs]
+        if not refused:
+            return None
+        full, short = why_no_host(judgement, refused, spread.group)
+        LOG.info("%s: no host left for instance %s: %s", NAME,
+                 spec_obj.instance_uuid, full)
+        return short, full
 
     def _candidates(self, request, hosts, spec_obj):
         """``hosts`` (the request's first server's, after the filters
         before this one) less those the filters after it refuse.
         """
+        return self._after(request, hosts, spec_obj, 0)
+
+    def _after(self, request, hosts, spec_obj, index):
+        """Those of ``hosts`` every filter after this one in
+        ``enabled_filters`` passes for the request's ``index``-th server.
+        """
         later = request.enabled_filters
-        for index, enabled in enumerate(later):
+        for position, enabled in enumerate(later):
             if enabled is self:
-                later = later[index + 1:]
+                later = later[position + 1:]
                 break
         else:
             later = []
         for host_filter in later:
             if not hosts:
                 break
-            if host_filter.run_filter_for_index(0):
+            if host_filter.run_filter_for_index(index):
                 hosts = list(host_filter.filter_all(hosts, spec_obj) or [])
         return hosts
 
@@ -164,7 +199,8 @@ def _name(domain):
 
 
 def why_no_host(judgement, refused, group):
-    """(the whole reason, the reason in FAULT_LENGTH characters) when the
+    """(the whole reason, the reason as the server's fault keeps it whole:
+    :mod:`nova_ext.scheduler.fault_reasons`) when the
     constraints refused every host: per constraint, in the order asked,
     the domains it refused with their counts (fullest first) and, for a
     skew, the least filled eligible domain; the hosts in no domain; the
@@ -189,16 +225,18 @@ def why_no_host(judgement, refused, group):
             parts.append((judgement, index, domains, sorted(set(hosts))))
     if together:
         parts.append((judgement, None, [], []))
-    tail = ' (server group %s %s)' % (group.name, group.uuid)
-    full = _reason(parts, None) + tail
+    named = ' (server group %s %s)' % (group.name, group.uuid)
+    full = _reason(parts, None) + named
+    if fault_reasons.fits(full):
+        return full, full
+    # shorter and shorter: the group by its uuid alone (a name may take
+    # 255 characters), then fewer domains and hosts listed
     for most in (3, 1):
-        short = _reason(parts, most) + tail
-        if len(short) <= FAULT_LENGTH:
-            return full, short if len(full) > FAULT_LENGTH else full
-    short = _reason(parts, 1)
-    if len(short) > FAULT_LENGTH:
-        short = short[:FAULT_LENGTH - 3] + '...'
-    return full, short
+        for tail in (named, ' (server group %s)' % group.uuid):
+            short = _reason(parts, most) + tail
+            if fault_reasons.fits(short):
+                return full, short
+    return full, fault_reasons.fitted(_reason(parts, 1))
 
 
 def _listed(items, most):

@@ -37,6 +37,7 @@ from nova import exception
 from nova import objects
 
 from nova_ext import conf as ext_conf
+from nova_ext.scheduler import fault_reasons
 from nova_ext import upstream
 
 CONF = cfg.CONF
@@ -71,8 +72,9 @@ def _guarded(name, function):
             LOG.exception("nova-ext request filter %s failed for instance "
                           "%s", name, request_spec.instance_uuid)
             raise exception.RequestFilterFailed(
-                reason='nova-ext request filter %s failed: %s'
-                % (name, error))
+                reason=fault_reasons.fitted(
+                    'nova-ext request filter %s failed: %s' % (name, error),
+                    exception.RequestFilterFailed))
 
     pre_filter.nova_ext_name = name
     return pre_filter

@@ -22,6 +22,7 @@ from nova import exception
 from nova.scheduler import request_filter
 
 from nova_ext.scheduler import aggregate_keys
+from nova_ext.scheduler import fault_reasons
 from nova_ext.scheduler import request_filters
 from nova_ext.scheduler import scheduling_request
 
@@ -72,9 +73,10 @@ def route_to_host_class(ctxt, request_spec):
                 if agg.metadata.get(AGGREGATE_KEY) == host_class]
     if not matching:
         known = sorted({agg.metadata[AGGREGATE_KEY] for agg in aggregates})
-        raise exception.RequestFilterFailed(
-            reason='no host aggregate has %s=%s (classes: %s)'
-            % (AGGREGATE_KEY, host_class, ', '.join(known) or 'none'))
+        raise exception.RequestFilterFailed(reason=fault_reasons.fitted(
+            'no host aggregate has %s=%s (classes: %s)'
+            % (AGGREGATE_KEY, host_class, ', '.join(known) or 'none'),
+            exception.RequestFilterFailed))
     request_filters.destination(request_spec).require_aggregates(matching)
     LOG.debug('host_class request filter: class %s -> aggregates %s',
               host_class, ','.join(matching))

@@ -31,6 +31,7 @@ from nova import objects
 from nova.scheduler import request_filter
 
 from nova_ext import policies
+from nova_ext.scheduler import fault_reasons
 from nova_ext.scheduler import scheduling_request
 
 CONF = cfg.CONF
@@ -64,10 +65,12 @@ def exclude_hosts_in_maintenance(ctxt, request_spec):
                      IGNORE_MAINTENANCE_HINT)
         elif not policies.authorize(ctxt, policies.IGNORE_MAINTENANCE):
             raise exception.RequestFilterFailed(
-                reason='scheduler hint %s=%s is not allowed by policy %s '
-                '(default: administrators only)'
-                % (IGNORE_MAINTENANCE_HINT, override,
-                   policies.IGNORE_MAINTENANCE))
+                reason=fault_reasons.fitted(
+                    'scheduler hint %s=%s is not allowed by policy %s '
+                    '(default: administrators only)'
+                    % (IGNORE_MAINTENANCE_HINT, override,
+                       policies.IGNORE_MAINTENANCE),
+                    exception.RequestFilterFailed))
         else:
             LOG.info("maintenance request filter: instance %s may land on "
                      "hosts in maintenance (policy %s allows its %s hint)",

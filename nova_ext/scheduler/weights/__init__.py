@@ -27,6 +27,7 @@ from nova import weights as nova_weights
 from nova_ext import conf as ext_conf
 from nova_ext import loader
 from nova_ext.scheduler import aggregate_keys
+from nova_ext.scheduler import scheduling_request
 
 CONF = cfg.CONF
 ext_conf.register_opts(CONF)
@@ -176,10 +177,11 @@ class NovaExtWeighers(weights.BaseHostWeigher):
         for part in self.parts:
             try:
                 if isinstance(part, PerRequestWeigher):
-                    normalised = part.normalised_weights(spec_obj,
-                                                         host_states)
+                    normalised, promises = (
+                        part.normalised_weights_and_promises(spec_obj,
+                                                             host_states))
                     if normalised is not None:
-                        voting.append((part, normalised))
+                        voting.append((part, normalised, promises))
                     continue
                 _raw, normalised = _normalised(part, weighed_obj_list,
                                                spec_obj)
@@ -196,15 +198,18 @@ class NovaExtWeighers(weights.BaseHostWeigher):
                 continue
             totals = self._add(totals, part, host_states, normalised,
                                multipliers)
+        # per host, the promises broken by the parts that make some
+        broken = None
         if voting:
             try:
                 columns = multipliers_per_part(
-                    [part for part, _normalised in voting], host_states,
-                    spec_obj)
+                    [part for part, _normalised, _promises in voting],
+                    host_states, spec_obj)
             except Exception:
                 # part by part, so that whatever failed costs one vote
                 columns = [None] * len(voting)
-            for (part, normalised), multipliers in zip(voting, columns):
+            for (part, normalised, promises), multipliers in zip(voting,
+                                                                 columns):
                 if multipliers is None:
                     try:
                         multipliers = [part.weight_multiplier(host_state)
@@ -218,6 +223,15 @@ class NovaExtWeighers(weights.BaseHostWeigher):
                         continue
                 totals = self._add(totals, part, host_states, normalised,
                                    multipliers)
+                if promises is not None:
+                    # a weigher turned off (0) or reversed (negative) on a
+                    # host makes it no promise there
+                    kept = numpy.asarray(promises, dtype=float) * (
+                        numpy.asarray(multipliers, dtype=float) > 0)
+                    broken = kept if broken is None else broken + kept
+        if broken is not None and broken.max() > broken.min():
+            totals = outranked(self, totals, broken, weighed_obj_list,
+                               host_states, spec_obj)
         return totals
 
     @staticmethod
@@ -235,6 +249,39 @@ class NovaExtWeighers(weights.BaseHostWeigher):
     def _weigh_object(self, host_state, spec_obj):
         return self.total_scores(
             [nova_weights.WeighedObject(host_state, 0.0)], spec_obj)[0]
+
+
+def outranked(slot, totals, broken, weighed_obj_list, host_states,
+              spec_obj):
+    """``totals`` (the slot's scores) less, for each host, its broken
+    promises times more than every weigher together can swing between two
+    hosts: a host breaking fewer soft constraints then ranks above one
+    breaking more, whatever the scores; among equals, the scores decide.
+
+    What the others can swing: the weighers Nova's handler ran before the
+    slot, exactly (the weights they left on ``weighed_obj_list``); the
+    slot's own scores, exactly; each weigher after the slot, at most its
+    largest multiplier among the hosts (a weigher's normalised weight
+    spans at most 0 to 1). Which weighers run, and in what order, is the
+    request's (:attr:`SchedulingRequest.weighers`); none known after the
+    slot when no request is open.
+    """
+    before = [getattr(weighed, 'weight', 0.0) for weighed in weighed_obj_list]
+    swing = 1.0 + (max(before) - min(before)) + float(
+        totals.max() - totals.min())
+    request = scheduling_request.find(spec_obj)
+    weighers = request.weighers if request is not None else []
+    after = weighers[weighers.index(slot) + 1:] if slot in weighers else []
+    if after:
+        # the hosts of one aggregate set share every multiplier
+        representatives = {}
+        for host_state in host_states:
+            representatives.setdefault(
+                tuple(map(id, host_state.aggregates)), host_state)
+        for weigher in after:
+            swing += max(abs(weigher.weight_multiplier(host_state))
+                         for host_state in representatives.values())
+    return totals - broken * swing
 
 
 def _aggregates_of(host_states):
@@ -344,21 +391,35 @@ class PerRequestWeigher(weights.BaseHostWeigher):
         weigh = self.weigh
         return [weigh(host_state, state) for host_state in host_states]
 
+    def broken_promises(self, host_states, state):
+        """How many of the request's promises each host would break that
+        no other weigher may outvote (FailureDomainSpreadWeigher: the
+        soft spread constraints), or None: this weigher makes none.
+        """
+        return None
+
     def raw_weights(self, spec_obj, host_states):
         """The weight of each of ``host_states``, or None when the weigher
         stands aside for this request: a soft group policy it leaves to
         Nova's weighers, or a failure (logged).
         """
+        return self.weights_and_promises(spec_obj, host_states)[0]
+
+    def weights_and_promises(self, spec_obj, host_states):
+        """(:meth:`raw_weights`, :meth:`broken_promises`), from one
+        :meth:`prepare`; (None, None) when the weigher stands aside.
+        """
         if yields_to_group_policy(spec_obj, self.group_policies_served):
-            return None
+            return None, None
         try:
-            return self.weigh_all(host_states,
-                                  self.prepare(spec_obj, host_states))
+            state = self.prepare(spec_obj, host_states)
+            return (self.weigh_all(host_states, state),
+                    self.broken_promises(host_states, state))
         except Exception:
             LOG.exception("nova-ext: %s failed for instance %s; every host "
                           "gets the same weight from it for this request",
                           type(self).__name__, spec_obj.instance_uuid)
-            return None
+            return None, None
 
     def normalised_weights(self, spec_obj, host_states):
         """The weights normalised as Nova's weight handler does, or None
@@ -366,10 +427,16 @@ class PerRequestWeigher(weights.BaseHostWeigher):
         stands aside: its score is then 0 for every host, whatever the
         multipliers, which need not be read.
         """
-        raw = self.raw_weights(spec_obj, host_states)
+        return self.normalised_weights_and_promises(spec_obj,
+                                                    host_states)[0]
+
+    def normalised_weights_and_promises(self, spec_obj, host_states):
+        """(:meth:`normalised_weights`, :meth:`broken_promises`)."""
+        raw, promises = self.weights_and_promises(spec_obj, host_states)
         if raw is None:
-            return None
-        return normalised(raw, minval=self.minval, maxval=self.maxval)
+            return None, None
+        return (normalised(raw, minval=self.minval, maxval=self.maxval),
+                promises)
 
     def weigh_objects(self, weighed_obj_list, spec_obj):
         host_states = [weighed.obj for weighed in weighed_obj_list]

@@ -12,10 +12,13 @@ failure_domain_spread_weight_multiplier``, overridden per aggregate by
 With ``nova_ext:spread_constraints`` it weighs every constraint: a host
 whose domain would break a ``soft`` one (the same rules as the filter's
 for hard ones, :class:`nova_ext.scheduler.failure_domains.Judgement`)
-ranks below every host that breaks none, fewer broken constraints first;
-among equals, the fewer members (and servers of this request) in the
-host's domains, summed over the constraints, hard ones included, the
-better: a multi-create fills the least filled domains first. Breaking a
+ranks below every host that breaks none, fewer broken constraints first,
+whatever the other weighers say, Nova's included (when the multiplier is
+positive and the weigher runs in NovaExtWeighers' slot:
+:func:`nova_ext.scheduler.weights.outranked`); among equals, the fewer
+members (and servers of this request) in the host's domains, summed over
+the constraints, hard ones included, the better, weighed with the other
+weighers: a multi-create fills the least filled domains first. Breaking a
 hard constraint is the filter's business.
 
 Hosts in no domain at a level rank last. A malformed hint is logged and
@@ -88,3 +91,18 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
                 penalty += violation * soft.broken(host_state)
             penalties[signature] = -penalty
         return list(map(penalties.__getitem__, signatures))
+
+    def broken_promises(self, host_states, state):
+        """How many soft constraints each host would break: what
+        NovaExtWeighers ranks by before every weigher's score, Nova's
+        included (:func:`nova_ext.scheduler.weights.outranked`).
+        """
+        if state is None or state[1] is None:
+            return None
+        everything, soft = state[0], state[1]
+        signatures = list(map(everything.signature.__getitem__,
+                              host_states))
+        first_host = dict(zip(signatures, host_states))
+        broken = {signature: soft.broken(host_state)
+                  for signature, host_state in first_host.items()}
+        return list(map(broken.__getitem__, signatures))
