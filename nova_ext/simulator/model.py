@@ -17,6 +17,7 @@ import typing as ty
 import yaml
 
 from nova_ext import errors
+from nova_ext import yaml_input
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), 'examples')
 DEFAULT_CLUSTER = os.path.join(EXAMPLES, 'cluster-500.yaml')
@@ -62,7 +63,7 @@ class _Seq(list):
     lines = None
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml_input.BoundedSafeLoader):
     pass
 
 
@@ -106,21 +107,9 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
 
 def _load_yaml(path):
     try:
-        with open(path) as stream:
-            loader = _Loader(stream)
-            loader.name = path
-            try:
-                document = loader.get_single_data()
-            finally:
-                loader.dispose()
-    except OSError as error:
-        raise ModelError(path, None, None, 'cannot read: %s'
-                         % (error.strerror or error))
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        raise ModelError(path, mark.line + 1 if mark else None, None,
-                         'not valid YAML: %s' % (error.problem
-                                                 or error.context))
+        document = yaml_input.load(path, _Loader)
+    except yaml_input.YamlInputError as error:
+        raise ModelError(path, error.line, None, error.problem)
     if not isinstance(document, _Map):
         raise ModelError(path, 1, None, 'must be a YAML mapping')
     return document
