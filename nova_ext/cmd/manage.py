@@ -738,7 +738,8 @@ class SimulateCommands(Command):
             name = os.path.splitext(os.path.basename(path))[0]
             configs.append((name, path))
         cluster = model.load_cluster(example(args.cluster))
-        workload = model.load_workload(example(args.workload), args.seed)
+        workload = model.load_workload(example(args.workload), args.seed,
+                                       cluster)
         if args.arrivals is not None:
             workload.arrivals = workload.arrivals[:max(0, args.arrivals)]
         self.check_explain(args.explain, len(workload.arrivals))
