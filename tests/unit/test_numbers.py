@@ -11,6 +11,7 @@ import pathlib
 import fixtures
 import hypothesis
 from hypothesis import strategies
+from nova import test
 import testtools
 
 from nova_ext.cmd import manage
@@ -231,9 +232,10 @@ def number_options(parser, path=()):
             yield path, action.option_strings[0], action.type
 
 
-class CommandLineNumbersTest(testtools.TestCase):
+class CommandLineNumbersTest(test.NoDBTestCase):
     """Every option of nova-ext-manage that takes a number, as argparse
-    calls its type.
+    calls its type. (Nova's test case: should a value pass, manage.main
+    goes on to parse the global CONF, which Nova's fixture resets.)
     """
 
     def test_every_number_option_reads_with_numbers(self):
