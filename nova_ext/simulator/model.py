@@ -662,6 +662,11 @@ def load_workload(path, seed=None, cluster=None):
         if any(f.name == parsed.name for f in flavors):
             raise flavor.error('name', 'flavor %r is defined twice'
                                % parsed.name)
+        if spread_constraints.KEY in parsed.extra_specs:
+            # as nova-api's validator refuses the flavor
+            specs = flavor.mapping_of('extra_specs')
+            _check_constraints(specs, parsed.extra_specs[
+                spread_constraints.KEY], levels, spread_constraints.KEY)
         flavor.finish()
         flavors.append(parsed)
     if not flavors:
@@ -741,7 +746,7 @@ def _group_spec(reader, name, levels):
     return spec
 
 
-def _check_constraints(reader, value, levels):
+def _check_constraints(reader, value, levels, field='spread_constraints'):
     """Refuse ``value`` as the extra-spec validator refuses it (the same
     parser, the same message), its levels checked against ``levels`` (the
     cluster's; None: any level, only the grammar is checked).
@@ -751,7 +756,7 @@ def _check_constraints(reader, value, levels):
     try:
         spread_constraints.parse(value, levels)
     except ValueError as error:
-        raise reader.error('spread_constraints', str(error))
+        raise reader.error(field, str(error))
 
 
 def _group_mixes(top, levels):

@@ -111,6 +111,23 @@ class SameGrammarTest(test_simulator.SimulatorTestCase):
             self.assertEqual('server_groups[0].spread_constraints',
                              error.field)
 
+    def test_a_flavor_s_extra_spec_is_checked_the_same_way(self):
+        text = (
+            'flavors:\n'
+            '  - name: small\n'
+            '    vcpus: 1\n'
+            '    ram_mb: 1024\n'
+            '    extra_specs:\n'
+            '      "nova_ext:spread_constraints": %s\n'
+            'sequence:\n'
+            '  - {flavor: small}\n')
+        for value in BAD:
+            detail = self.validator_says(value)
+            path, error = self.workload_says(text, value)
+            self.assertEqual(
+                '%s:6: flavors[0].extra_specs.nova_ext:spread_constraints: '
+                '%s' % (path, detail), str(error), value[:40])
+
     def test_good_constraints_are_accepted_by_both(self):
         for value in GOOD:
             self.validator.validate(failure_domains.SPREAD_CONSTRAINTS, value)
