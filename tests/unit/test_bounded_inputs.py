@@ -272,3 +272,22 @@ class YamlBoundsTest(test.NoDBTestCase):
         self.assertEqual(100, yaml_input.MAX_DEPTH)
         self.assertEqual(1000, yaml_input.MAX_ALIASES)
         self.assertEqual(1000000, yaml_input.MAX_NODES)
+
+
+class RealProcessEchoTest(testtools.TestCase):
+
+    def test_a_120_kb_value_is_not_echoed_whole(self):
+        # the console script's own process: what the operator sees
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'c.yaml')
+        with open(path, 'w') as out:
+            out.write('name: [%s]\n' % ('v' * 120000))
+        result = subprocess.run(
+            [sys.executable, '-m', 'nova_ext.cmd.manage', 'simulate',
+             '--cluster', path], capture_output=True, text=True,
+            timeout=300)
+        self.assertEqual(1, result.returncode, result.stderr[:500])
+        line, = result.stderr.splitlines()
+        self.assertLess(len(line), errors.LINE_LIMIT)
+        self.assertIn("name: must be a string, got ['vvv", line)
+        self.assertIn('... (120004 characters)', line)
