@@ -62,12 +62,13 @@ _KNOWN_SECRETS = {}
 
 # SECTION.OPTION=VALUE (--set), OPTION = VALUE, OPTION: VALUE, [SECTION]
 # OPTION = VALUE (our messages); after an optional diff or indentation
-# prefix.
+# prefix. Possessive quantifiers (*+) wherever what follows cannot start
+# with what they take: the same matches, without the backtracking that made
+# a line of spaces cost the cube of its length.
 _ASSIGNMENT = re.compile(
-    r'(?P<head>^[ +\-]?\s*(?:--set[ =])?\s*(?:\[[^\]]*\]\s*)?["\']?'
-    r'(?:[A-Za-z][\w-]*\.)?(?P<name>[A-Za-z_][\w-]*)["\']?\s*[=:]\s*)'
+    r'(?P<head>^[ +\-]?\s*+(?:--set[ =]\s*+)?(?:\[[^\]]*+\]\s*+)?["\']?'
+    r'(?:[A-Za-z][\w-]*+\.)?(?P<name>[A-Za-z_][\w-]*+)["\']?\s*+[=:]\s*)'
     r'(?P<value>.*)$')
-_SCHEME = re.compile(r'[A-Za-z][A-Za-z0-9+.-]*://')
 
 
 class OperatorError(Exception):
@@ -79,6 +80,43 @@ class OperatorError(Exception):
 
 def one_line(text):
     return ' '.join(str(text).split())
+
+
+# What an error line shows of one echoed value, and of the whole line: a
+# value is cut to ECHO_LIMIT characters and its length, a line to
+# LINE_LIMIT (its start and its end: the cause is often last).
+ECHO_LIMIT = 200
+LINE_LIMIT = 1000
+# a run of non-blanks longer than ECHO_LIMIT, from its first character
+_LONG_RUN = re.compile(r'(?<!\S)\S{%d,}+' % (ECHO_LIMIT + 1))
+
+
+def cut(text, limit=ECHO_LIMIT):
+    """``text``, or its first ``limit`` characters, '...' and its length."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return '%s... (%d characters)' % (text[:limit], len(text))
+
+
+def echo(value):
+    """How an error shows a value the operator gave: its repr, cut."""
+    return cut(repr(value))
+
+
+def error_line(message):
+    """What a CLI prints for an error: ``message`` on one line, secrets
+    masked (before anything is cut, so no part of one is left to show),
+    each run of more than ECHO_LIMIT non-blank characters cut, and the
+    line cut to LINE_LIMIT characters. The one place echoes are cut.
+    """
+    line = mask_secrets(one_line(message))
+    line = _LONG_RUN.sub(lambda run: cut(run.group()), line)
+    if len(line) > LINE_LIMIT:
+        keep = (LINE_LIMIT - 40) // 2
+        line = '%s ... (%d characters cut) ... %s' % (
+            line[:keep], len(line) - 2 * keep, line[-keep:])
+    return line
 
 
 @functools.lru_cache(maxsize=None)
@@ -162,18 +200,44 @@ def _url_passwords(url):
     return found
 
 
+# A URL's scheme is [A-Za-z][A-Za-z0-9+.-]*:// (RFC 3986). Searching for
+# that pattern rescans a long run of scheme characters from each of its
+# characters (quadratic); this one is tried only where a run starts (the
+# look-behind), so each character is looked at a bounded number of times.
+_SCHEME_CHARACTERS = 'A-Za-z0-9+.-'
+_SCHEME_RUN = re.compile(
+    r'(?<![%s])[%s]*+://' % (_SCHEME_CHARACTERS, _SCHEME_CHARACTERS))
+_LETTER = re.compile('[A-Za-z]')
+
+
+def _scheme_ends(text):
+    """(start, end) of each URL scheme in ``text`` with its '://', left to
+    right without overlap, in time linear in ``len(text)``: a scheme starts
+    at the first letter of the run of scheme characters before its '://'.
+    """
+    for run in _SCHEME_RUN.finditer(text):
+        letter = _LETTER.search(text, run.start(), run.end() - 3)
+        if letter:
+            yield letter.start(), run.end()
+
+
 def _userinfo_spans(text):
     """(start, end) of each URL password in ``text``: from the ':' after
-    the user name to the last '@' on the line (a password may hold '@',
-    ':' or '/', which parsers read differently: all of it is masked).
+    the user name to the last '@' on the line before the next URL (a
+    password may hold '@', ':' or '/', which parsers read differently: all
+    of it is masked). One pass: each URL's search stops where the next
+    begins, and the end of a line is looked for once per line.
     """
+    schemes = list(_scheme_ends(text))
     spans = []
-    for match in _SCHEME.finditer(text):
-        start = match.end()
-        line_end = text.find('\n', start)
-        line_end = len(text) if line_end < 0 else line_end
-        following = _SCHEME.search(text, start, line_end)
-        stop = following.start() if following else line_end
+    line_end = -1
+    for index, (_, start) in enumerate(schemes):
+        if line_end < start:
+            line_end = text.find('\n', start)
+            line_end = len(text) if line_end < 0 else line_end
+        stop = line_end
+        if index + 1 < len(schemes):
+            stop = min(stop, schemes[index + 1][0])
         at = text.rfind('@', start, stop)
         if at < 0:
             continue
@@ -251,9 +315,13 @@ def _mask_value(value):
 
 
 def _mask_urls(text):
-    for start, end in reversed(_userinfo_spans(text)):
-        text = text[:start] + MASK + text[end:]
-    return text
+    pieces = []
+    shown = 0
+    for start, end in _userinfo_spans(text):
+        pieces += [text[shown:start], MASK]
+        shown = end
+    pieces.append(text[shown:])
+    return ''.join(pieces)
 
 
 def mask_secrets(text):

@@ -94,10 +94,22 @@ from oslo_config import cfg
 import prettytable
 
 from nova_ext import errors
+from nova_ext import numbers
 
 PLACEMENT_VERSION = '1.18'  # ?required=<trait> on GET /resource_providers
 CONFLICT_RETRIES = 5
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
+
+
+# Every number an option takes, read by nova_ext.numbers (plain ASCII
+# decimal: int() would take '٣', '1_000' and ' 12 '); each command checks
+# its own range after.
+WHOLE_NUMBER = numbers.argument(numbers.parse_whole_number, 0,
+                                numbers.DEFAULT_MAXIMUM)
+SECONDS = numbers.argument(numbers.parse_decimal, 0, numbers.DEFAULT_MAXIMUM)
+# quota limits: -1 is unlimited; the hard_limit column is a signed 32-bit
+# integer (nova_ext.quota.commands.MAX_LIMIT, not imported: it needs Nova)
+QUOTA_LIMIT = numbers.argument(numbers.parse_integer, -1, 2 ** 31 - 1)
 
 
 class CommandError(errors.OperatorError):
@@ -295,14 +307,17 @@ def add_move_arguments(parser):
                         help='cold-migrate (and confirm) every server '
                              'instead: ACTIVE ones are restarted on the '
                              'new host, SHUTOFF ones stay stopped')
-    parser.add_argument('--max-unavailable-per-group', type=int, default=1,
+    parser.add_argument('--max-unavailable-per-group', type=WHOLE_NUMBER,
+                        default=1,
                         metavar='N',
                         help='at most N members of one server group '
                              'moving at once (default: %(default)s)')
-    parser.add_argument('--parallel', type=int, default=2, metavar='N',
+    parser.add_argument('--parallel', type=WHOLE_NUMBER, default=2,
+                        metavar='N',
                         help='at most N moves at once (default: '
                              '%(default)s)')
-    parser.add_argument('--timeout', type=float, default=900, metavar='S',
+    parser.add_argument('--timeout', type=SECONDS, default=900,
+                        metavar='S',
                         help='report a move still running after S seconds '
                              'and start no more moves of its group '
                              '(default: %(default)s)')
@@ -432,9 +447,10 @@ class QuotaCommands(Command):
             scope.add_argument('--class', dest='quota_class',
                                help='flavor class (nova_ext:quota_class)')
             if name == 'set':
-                command.add_argument('--instances', type=int)
-                command.add_argument('--cores', type=int)
-                command.add_argument('--ram', type=int, help='MB')
+                command.add_argument('--instances', type=QUOTA_LIMIT)
+                command.add_argument('--cores', type=QUOTA_LIMIT)
+                command.add_argument('--ram', type=QUOTA_LIMIT,
+                                     help='MB')
         commands.add_parser(
             'check', help='do all nova-api and nova-conductor processes run '
                           'the same quota driver?')
@@ -673,10 +689,11 @@ class SimulateCommands(Command):
             help='nova.conf fragment to compare, applied on top of Nova\'s '
                  'defaults, or the name of a built-in one; repeat it '
                  '(default: the built-in %s)' % ', '.join(self.DEFAULT_CONFS))
-        parser.add_argument('--seed', type=int,
+        parser.add_argument('--seed', type=WHOLE_NUMBER,
                             help="the workload's random seed (default: the "
                                  "workload file's)")
-        parser.add_argument('--arrivals', type=int, metavar='N',
+        parser.add_argument('--arrivals', type=WHOLE_NUMBER,
+                            metavar='N',
                             help='replay only the first N arrivals')
         parser.add_argument('--plot', metavar='DIR',
                             help='write utilisation.png and stranded.png '
@@ -684,7 +701,8 @@ class SimulateCommands(Command):
         parser.add_argument('--json', metavar='FILE',
                             help="write the results as JSON to FILE ('-': "
                                  "standard output, instead of the table)")
-        parser.add_argument('--explain', type=int, metavar='N',
+        parser.add_argument('--explain', type=WHOLE_NUMBER,
+                            metavar='N',
                             help="for arrival N (1: the first) in each "
                                  "configuration, what nova-ext-manage "
                                  "explain shows: which filter removed each "
@@ -720,7 +738,8 @@ class SimulateCommands(Command):
             name = os.path.splitext(os.path.basename(path))[0]
             configs.append((name, path))
         cluster = model.load_cluster(example(args.cluster))
-        workload = model.load_workload(example(args.workload), args.seed)
+        workload = model.load_workload(example(args.workload), args.seed,
+                                       cluster)
         if args.arrivals is not None:
             workload.arrivals = workload.arrivals[:max(0, args.arrivals)]
         self.check_explain(args.explain, len(workload.arrivals))
@@ -774,7 +793,7 @@ class ExplainCommands(Command):
         parser.add_argument('--group', help='server group name or UUID')
         parser.add_argument('--project', help='project ID of the request')
         parser.add_argument('--az', help='availability zone')
-        parser.add_argument('--num', type=int, default=1,
+        parser.add_argument('--num', type=WHOLE_NUMBER, default=1,
                             help='number of servers in the request (a '
                                  'multi-create): where each would go')
         parser.add_argument('--set', dest='assignments', action='append',
@@ -961,8 +980,7 @@ def main(argv=None, err=None):
             message = 'unexpected %s; details in %s' % (
                 type(error).__name__, errors.write_details(error))
     try:
-        print('nova-ext-manage: %s' % errors.mask_secrets(
-            errors.one_line(message)), file=err)
+        print('nova-ext-manage: %s' % errors.error_line(message), file=err)
     except BrokenPipeError:
         return errors.closed_pipe()
     return 1

@@ -17,6 +17,7 @@ import sys
 import warnings
 
 from nova_ext import errors
+from nova_ext import numbers
 
 
 class SandboxError(Exception):
@@ -44,7 +45,9 @@ def parse_args(argv):
         help='scenario YAML (default: the built-in one, '
              'nova_ext/sandbox/scenarios/default.yaml)')
     parser.add_argument(
-        '--hosts', type=int, metavar='N',
+        '--hosts', type=numbers.argument(
+            numbers.parse_whole_number, 0, numbers.DEFAULT_MAXIMUM),
+        metavar='N',
         help="number of fake hypervisors, spread over the scenario's racks "
              '(default: the sizes the scenario gives, 9 in the built-in one)')
     parser.add_argument(
@@ -52,7 +55,9 @@ def parse_args(argv):
         help='where nova.conf and nova.log are written (default: '
              '%(default)s)')
     parser.add_argument(
-        '--keep-serving', type=int, metavar='PORT',
+        '--keep-serving', type=numbers.argument(
+            numbers.parse_whole_number, 0, 65535),
+        metavar='PORT',
         help='after the scenario, keep serving the compute API on '
              '127.0.0.1:PORT until Ctrl-C')
     return parser.parse_args(argv)
@@ -94,7 +99,7 @@ def main(argv=None):
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except SandboxError as error:
-        print('sandbox: %s' % error, file=sys.stderr)
+        print('sandbox: %s' % errors.error_line(error), file=sys.stderr)
         return 1
     except BrokenPipeError:
         return errors.closed_pipe()
@@ -140,7 +145,7 @@ def _main(args):
     try:
         scenario = sandbox_scenario.load(args.scenario)
     except sandbox_scenario.ScenarioError as error:
-        print('sandbox: %s' % error, file=sys.stderr)
+        print('sandbox: %s' % errors.error_line(error), file=sys.stderr)
         return 1
     if args.hosts is not None:  # --hosts 0 is a mistake, not "default"
         scenario['racks'] = _spread_hosts(scenario['racks'], args.hosts,

@@ -432,8 +432,8 @@ def main(argv=None):
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except (errors.OperatorError, cfg.Error) as error:
-        print('nova-ext-status: %s' % errors.mask_secrets(
-            errors.one_line(error)), file=sys.stderr)
+        print('nova-ext-status: %s' % errors.error_line(error),
+              file=sys.stderr)
         return 255
     except BrokenPipeError:
         return errors.closed_pipe()

@@ -21,14 +21,13 @@ import re
 import threading
 from wsgiref import simple_server
 
-import yaml
-
 from nova.tests.fixtures import glance
 from nova.tests.functional.api import client
 
 from nova_ext import configure
 from nova_ext import errors
 from nova_ext.sandbox import cloud
+from nova_ext import yaml_input
 
 IMAGES = {'first': glance.GlanceFixture.image1['id'],
           'second': glance.GlanceFixture.image2['id']}
@@ -62,12 +61,9 @@ class ScenarioError(errors.OperatorError):
 def load(path=None):
     path = path or DEFAULT_SCENARIO
     try:
-        with open(path) as f:
-            scenario = yaml.safe_load(f)
-    except OSError as error:
-        raise ScenarioError('%s: cannot read: %s' % (path, error.strerror))
-    except yaml.YAMLError as error:
-        raise ScenarioError('%s: not valid YAML: %s' % (path, error))
+        scenario = yaml_input.load(path)
+    except yaml_input.YamlInputError as error:
+        raise ScenarioError(str(error))
     validate(scenario, path)
     return scenario
 

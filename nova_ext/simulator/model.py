@@ -17,6 +17,8 @@ import typing as ty
 import yaml
 
 from nova_ext import errors
+from nova_ext.scheduler import spread_constraints
+from nova_ext import yaml_input
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), 'examples')
 DEFAULT_CLUSTER = os.path.join(EXAMPLES, 'cluster-500.yaml')
@@ -62,7 +64,7 @@ class _Seq(list):
     lines = None
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml_input.BoundedSafeLoader):
     pass
 
 
@@ -106,21 +108,9 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
 
 def _load_yaml(path):
     try:
-        with open(path) as stream:
-            loader = _Loader(stream)
-            loader.name = path
-            try:
-                document = loader.get_single_data()
-            finally:
-                loader.dispose()
-    except OSError as error:
-        raise ModelError(path, None, None, 'cannot read: %s'
-                         % (error.strerror or error))
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        raise ModelError(path, mark.line + 1 if mark else None, None,
-                         'not valid YAML: %s' % (error.problem
-                                                 or error.context))
+        document = yaml_input.load(path, _Loader)
+    except yaml_input.YamlInputError as error:
+        raise ModelError(path, error.line, None, error.problem)
     if not isinstance(document, _Map):
         raise ModelError(path, 1, None, 'must be a YAML mapping')
     return document
@@ -642,11 +632,14 @@ def _zipf_weights(count, exponent):
     return [1.0 / (rank ** exponent) for rank in range(1, count + 1)]
 
 
-def load_workload(path, seed=None):
+def load_workload(path, seed=None, cluster=None):
     """Read a workload and generate its arrivals.
 
-    ``seed`` overrides the file's.
+    ``seed`` overrides the file's. ``cluster``: the model the workload
+    runs on; a spread constraint naming a level it does not define is
+    refused (without it, only the constraints' grammar is checked).
     """
+    levels = cluster.levels() if cluster is not None else None
     top = _Reader(path, _load_yaml(path))
     name = top.get('name', str, default=os.path.basename(path))
     file_seed = top.get('seed', int, default=1)
@@ -669,6 +662,11 @@ def load_workload(path, seed=None):
         if any(f.name == parsed.name for f in flavors):
             raise flavor.error('name', 'flavor %r is defined twice'
                                % parsed.name)
+        if spread_constraints.KEY in parsed.extra_specs:
+            # as nova-api's validator refuses the flavor
+            specs = flavor.mapping_of('extra_specs')
+            _check_constraints(specs, parsed.extra_specs[
+                spread_constraints.KEY], levels, spread_constraints.KEY)
         flavor.finish()
         flavors.append(parsed)
     if not flavors:
@@ -678,7 +676,8 @@ def load_workload(path, seed=None):
     groups = {}
     for item, line in top.items('groups'):
         group = _reader_item(path, item, line, 'groups[]')
-        spec = _group_spec(group, group.get('name', str, required=True))
+        spec = _group_spec(group, group.get('name', str, required=True),
+                           levels)
         group.finish()
         groups[spec.name] = spec
 
@@ -691,7 +690,8 @@ def load_workload(path, seed=None):
                                 'departures), not both')
         arrivals, departures = _sequence(top, flavors, images, groups)
     else:
-        arrivals, departures = _generate(top, flavors, images, groups, rng)
+        arrivals, departures = _generate(top, flavors, images, groups, rng,
+                                         levels)
     top.finish()
     return Workload(path, name, seed, stop, flavors, groups, arrivals,
                     departures, image_properties)
@@ -725,7 +725,7 @@ def _images(top):
     return [(n, w) for (n, _), w in zip(listed, weights)], properties
 
 
-def _group_spec(reader, name):
+def _group_spec(reader, name, levels):
     from nova_ext.scheduler import failure_domains  # noqa: F401
 
     spec = GroupSpec(
@@ -741,10 +741,25 @@ def _group_spec(reader, name):
         # as nova-ext refuses the two kinds of keys in one request
         raise reader.error('spread_constraints', 'give spread_constraints '
                            'or spread_level/max_per_domain, not both')
+    if spec.spread_constraints is not None:
+        _check_constraints(reader, spec.spread_constraints, levels)
     return spec
 
 
-def _group_mixes(top):
+def _check_constraints(reader, value, levels, field='spread_constraints'):
+    """Refuse ``value`` as the extra-spec validator refuses it (the same
+    parser, the same message), its levels checked against ``levels`` (the
+    cluster's; None: any level, only the grammar is checked).
+    """
+    if levels is None:
+        levels = [text.partition(':')[0] for text in value.split(';')]
+    try:
+        spread_constraints.parse(value, levels)
+    except ValueError as error:
+        raise reader.error(field, str(error))
+
+
+def _group_mixes(top, levels):
     """[(share, size, GroupSpec template)] of ``server_groups``: one
     mapping, or a list of them (each may be ``name``d: the report's
     constraint set).
@@ -765,7 +780,7 @@ def _group_mixes(top):
             raise entry.error('share', 'must be between 0 and 1')
         size = entry.get('size', int, default=3, minimum=1)
         set_name = entry.get('name', str) if named else None
-        template = _group_spec(entry, None)
+        template = _group_spec(entry, None, levels)
         template.constraint_set = set_name
         entry.finish()
         mixes.append((share, size, template))
@@ -819,12 +834,12 @@ def path_of(reader):
     return reader.path
 
 
-def _generate(top, flavors, images, groups, rng):
+def _generate(top, flavors, images, groups, rng, levels):
     count = top.get('arrivals', int, required=True, minimum=1)
     if count > MAX_ARRIVALS:
         raise top.error('arrivals', 'at most %d, got %d'
                         % (MAX_ARRIVALS, count))
-    mixes = _group_mixes(top)
+    mixes = _group_mixes(top, levels)
     group_share = sum(share for share, _, _ in mixes)
     if group_share > 1.0:
         raise top.error('server_groups', 'the shares add up to %.3g, more '

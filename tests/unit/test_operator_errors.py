@@ -237,14 +237,21 @@ class TestDatabaseCommands(OperatorErrorCase):
                  "--project 'p#x': not a keystone project ID"),
                 (['--project', 'p/../q', '--class', 'c', '--cores', '1'],
                  "--project 'p/../q': not a keystone project ID"),
-                (['--project', 'p', '--class', 'c', '--cores',
-                  '2147483648'], 'from 0 to 2147483647'),
-                (['--project', 'p', '--class', 'c', '--ram', '-2'],
-                 'a limit is -1 (unlimited)'),
                 (['--project', 'p', '--class', 'nope', '--ram', '1'],
                  "unknown flavor class 'nope'")):
             self.assertOneLine(*self.run_manage(conf, 'quota', 'set', *argv),
                                message)
+        # a limit out of range, or not in plain decimal digits, is
+        # argparse's usage error (exit 2), read by nova_ext.numbers
+        for option, value in (('--cores', '2147483648'), ('--ram', '-2'),
+                              ('--instances', '\u0663'),
+                              ('--instances', '1_000')):
+            code, out, err = self.run_manage(
+                conf, 'quota', 'set', '--project', 'p', '--class', 'c',
+                option, value)
+            self.assertEqual(2, code, err)
+            self.assertIn('error: argument %s: %r must be a whole number '
+                          'from -1 to 2147483647' % (option, value), err)
 
     def test_unreachable_database(self):
         conf = self.conf('mysql+pymysql://nova:DbSecret@127.0.0.1:1/nova',
