@@ -51,6 +51,8 @@ source "$TARGET_DEVSTACK_DIR/stackrc"
 source "$TARGET_DEVSTACK_DIR/lib/tls"
 source "$TARGET_DEVSTACK_DIR/lib/apache"
 source "$TARGET_DEVSTACK_DIR/lib/nova"
+source "$TARGET_DEVSTACK_DIR/lib/database"
+source "$TARGET_DEVSTACK_DIR/lib/rpc_backend"
 
 # nova-ext's DevStack plugin: its settings (NOVA_EXT_DIR, the feature
 # toggles) and its functions (install_nova_ext, nova_ext_manage ...), the
