@@ -26,6 +26,19 @@ if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.nova-ext-stamp" 2>/dev/null)" =
     exit 0
 fi
 
+# One builder at a time: ./run-tests.sh all builds the 2026.1 venv in the
+# background while the system tier's rolling-upgrade test asks for it too.
+# The second waits for the first (flock), then finds the stamp written and
+# reuses the venv instead of deleting it under the first's feet.
+if command -v flock >/dev/null; then
+    exec 9>"${venv%/}.lock"
+    flock 9
+    if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.nova-ext-stamp" 2>/dev/null)" = "$stamp" ]; then
+        echo "$venv"
+        exit 0
+    fi
+fi
+
 "$python" - <<'PY' >&2 || exit 1
 import sys
 if sys.version_info[:2] != (3, 11):

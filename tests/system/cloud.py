@@ -27,18 +27,45 @@ IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'  # Nova's GlanceFixture image1
 MICROVERSION = '2.95'
 
 
+# nova_ext.quota.db.sync to a given revision, with nova.conf as the
+# services read it: python -c SYNC_TO_REVISION NOVA_CONF REVISION
+SYNC_TO_REVISION = """
+import sys
+from oslo_config import cfg
+import nova.conf  # noqa: F401  ([api_database] registered on cfg.CONF)
+from nova_ext import conf
+from nova_ext.quota import db
+conf.register_opts(cfg.CONF)
+cfg.CONF(['--config-file', sys.argv[1]], project='nova')
+print(db.sync(cfg.CONF, sys.argv[2]))
+"""
+
+
 class LoopbackNova(fixtures.Fixture):
 
     COMPUTES = ('cmp1', 'cmp2')
 
     def __init__(self, nova_ext_conf='', computes=COMPUTES, schedulers=1,
-                 scheduler_workers=1, compute_conf=None):
+                 scheduler_workers=1, compute_conf=None, python=None,
+                 nova_ext_revision='head', wait_for_quota_driver=False):
         """``schedulers`` nova-scheduler processes, each with
         ``scheduler_workers`` workers ([scheduler] workers), and one
         fake-driver nova-compute per name in ``computes``;
-        ``compute_conf``: {compute name: more nova.conf text for it}.
+        ``compute_conf``: {compute name: more nova.conf text for it};
+        ``python``: the interpreter of the venv every service and
+        ``*-manage`` command runs from (default: this one's; another
+        release's venv for an upgrade); ``nova_ext_revision``: the
+        revision nova-ext's tables are synced to before the services
+        start (an earlier one: the tables an older nova-ext left);
+        ``wait_for_quota_driver``: nova-api starts only once the conductor
+        logged its quota driver active (nova-api's own start-up check
+        otherwise finds the conductor registered but not yet recorded, and
+        logs an ERROR).
         """
         super().__init__()
+        self.python = python or sys.executable
+        self.nova_ext_revision = nova_ext_revision
+        self.wait_for_quota_driver = wait_for_quota_driver
         self.compute_conf = compute_conf or {}
         self.nova_ext_conf = nova_ext_conf
         self.COMPUTES = tuple(computes)
@@ -72,36 +99,94 @@ class LoopbackNova(fixtures.Fixture):
             'max_pool_size = 20', 'max_overflow = 40',
             '[api]', 'auth_strategy = noauth2', '']))
         self._sync()
-        self.placement = self._start('placement-api', 'placement.log', env={
-            'OS_PLACEMENT_CONFIG_DIR': self.dir,
-            'PORT': str(self.placement_port)})
+        self._start_control_plane()
+        self._start_computes()
+        self._start_api()
+        self._discover_computes()
+
+    def _start_control_plane(self, stage=''):
+        """placement, nova-conductor and the nova-scheduler processes, with
+        :attr:`python`; ``stage``: a suffix of their log files' names.
+        """
+        self.placement = self._start(
+            'placement-api', 'placement%s.log' % stage, env={
+                'OS_PLACEMENT_CONFIG_DIR': self.dir,
+                'PORT': str(self.placement_port)})
         processes.http_get('http://127.0.0.1:%d/' % self.placement_port)
-        self.conductor = self._start('nova-conductor', 'conductor.log',
+        self.conductor = self._start('nova-conductor',
+                                     'conductor%s.log' % stage,
                                      '--config-file', self.conf)
-        self.scheduler = self._start('nova-scheduler', 'scheduler.log',
+        if self.wait_for_quota_driver:
+            self.conductor.wait_for_log('nova-ext: quota driver active')
+        self.scheduler = self._start('nova-scheduler',
+                                     'scheduler%s.log' % stage,
                                      '--config-file', self.conf)
         self.scheduler_processes = [self.scheduler]
         for number in range(2, self.schedulers + 1):
             conf = self._write('scheduler%d.conf' % number, self._nova_conf(
                 db=True, host='sch%d' % number))
             self.scheduler_processes.append(self._start(
-                'nova-scheduler', 'scheduler%d.log' % number,
+                'nova-scheduler', 'scheduler%d%s.log' % (number, stage),
                 '--config-file', conf))
+
+    def _start_computes(self, stage='', python=None):
+        self.compute_processes = {}
         for host in self.COMPUTES:
             conf = self._write('%s.conf' % host, self._nova_conf(
                 db=False, host=host) + self.compute_conf.get(host, ''))
-            self._start('nova-compute', '%s.log' % host, '--config-file',
-                        conf)
+            self.compute_processes[host] = self._start(
+                'nova-compute', '%s%s.log' % (host, stage), '--config-file',
+                conf, python=python)
+
+    def _start_api(self, stage=''):
         api_dir = os.path.join(self.dir, 'api')
-        os.mkdir(api_dir)
-        processes.copy_api_paste(api_dir, trust_identity_headers=True)
+        os.makedirs(api_dir, exist_ok=True)
+        processes.copy_api_paste(api_dir, trust_identity_headers=True,
+                                 prefix=self._prefix())
         self._write('api/nova.conf', self._nova_conf(db=True) + (
-            '[DEFAULT]\nlog_file = %s\n' % os.path.join(self.dir,
-                                                        'api.log')))
-        self.api = self._start('nova-api', 'api.log', env={
+            '[DEFAULT]\nlog_file = %s\n' % os.path.join(
+                self.dir, 'api%s.log' % stage)))
+        self.api = self._start('nova-api', 'api%s.log' % stage, env={
             'OS_NOVA_CONFIG_DIR': api_dir, 'PORT': str(self.api_port)})
         processes.http_get('http://127.0.0.1:%d/' % self.api_port)
-        self._discover_computes()
+
+    def _prefix(self, python=None):
+        """The venv of ``python`` (default :attr:`python`)."""
+        return os.path.dirname(os.path.dirname(python or self.python))
+
+    def bin_dir(self, python=None):
+        """Where the console scripts of ``python``'s venv are."""
+        return os.path.dirname(python or self.python)
+
+    # -- a rolling upgrade (tests/system/test_rolling_upgrade.py) ------------
+
+    def stop_control_plane(self):
+        """nova-api, the schedulers, the conductor and placement stopped;
+        the computes go on running.
+        """
+        for process in [self.api] + self.scheduler_processes + [
+                self.conductor, self.placement]:
+            process.stop()
+
+    def start_control_plane(self, python, stage):
+        """The control plane again, from ``python``'s venv (which
+        :attr:`python` becomes); ``stage`` names its log files.
+        """
+        self.python = python
+        self._start_control_plane(stage)
+        self._start_api(stage)
+        self.wait_for_schedulers()
+
+    def restart_computes(self, python, stage):
+        """Every nova-compute stopped and started from ``python``'s venv;
+        returns once each logged its start (``Starting compute node
+        (version ...)``).
+        """
+        for process in self.compute_processes.values():
+            process.stop()
+        self._start_computes(stage, python=python)
+        for process in self.compute_processes.values():
+            process.wait_for_log('Starting compute node', timeout=120)
 
     def _nova_conf(self, db, host='ctl', plugin=True):
         state = os.path.join(self.dir, 'state-' + host)
@@ -126,16 +211,38 @@ class LoopbackNova(fixtures.Fixture):
         return path
 
     def _sync(self):
-        processes.create_nova_databases(self.conf, self.dbs.url('cell0'))
-        processes.run('placement-manage', '--config-file',
-                      os.path.join(self.dir, 'placement.conf'), 'db', 'sync')
+        processes.create_nova_databases(self.conf, self.dbs.url('cell0'),
+                                        bin_dir=self.bin_dir(),
+                                        nova_ext=False)
+        self.sync_nova_ext(self.nova_ext_revision)
+        self.sync_placement()
 
-    def _start(self, service, log_name, *args, env=None, code=None):
+    def sync_nova_ext(self, revision='head'):
+        """``nova-ext-manage db sync``; to an earlier ``revision`` through
+        the same function (the command itself goes to head only).
+        """
+        if revision == 'head':
+            return processes.run('nova-ext-manage', '--config-file',
+                                 self.conf, 'db', 'sync',
+                                 bin_dir=self.bin_dir())
+        return processes.run(
+            os.path.basename(self.python), '-c', SYNC_TO_REVISION, self.conf,
+            revision, bin_dir=self.bin_dir(),
+            env=dict(os.environ, PYTHONPATH=_repo_root()))
+
+    def sync_placement(self):
+        processes.run('placement-manage', '--config-file',
+                      os.path.join(self.dir, 'placement.conf'), 'db', 'sync',
+                      bin_dir=self.bin_dir())
+
+    def _start(self, service, log_name, *args, env=None, code=None,
+               python=None):
         """``service`` started; ``code``: a checkout whose ``nova_ext``
-        the service runs instead of this one's.
+        the service runs instead of this one's; ``python``: the
+        interpreter (default :attr:`python`).
         """
         log = os.path.join(self.dir, log_name)
-        argv = [sys.executable, '-m', 'tests.system.launch', service]
+        argv = [python or self.python, '-m', 'tests.system.launch', service]
         argv += list(args)
         if service.startswith('nova-') and service != 'nova-api':
             argv += ['--log-file', log]
@@ -148,7 +255,7 @@ class LoopbackNova(fixtures.Fixture):
         processes.discover_computes(self.conf, lambda: [
             h['hypervisor_hostname'] for h in self.request(
                 'GET', '/os-hypervisors')[1].get('hypervisors', [])],
-            len(self.COMPUTES))
+            len(self.COMPUTES), bin_dir=self.bin_dir())
 
     def request(self, method, path, body=None, token='admin:admin'):
         """One call to nova-api; returns (HTTP status, decoded body)."""

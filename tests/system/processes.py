@@ -8,6 +8,7 @@ transport (the default vhost, unique topics are not needed: nothing is
 scheduled), and drops the databases afterwards.
 """
 
+import functools
 import os
 import shutil
 import socket
@@ -150,7 +151,8 @@ def nova_conf(dbs, vhost, host, lock_path, placement, databases=True,
     return '\n'.join(lines) + '\n' + extra + '\n'
 
 
-def create_nova_databases(conf, cell0_url, cells=None):
+def create_nova_databases(conf, cell0_url, cells=None, bin_dir=None,
+                          nova_ext=True):
     """What an operator runs before Nova's services start: the API
     database, cell0 and cell1 mapped, cell1's schema, nova-ext's tables.
 
@@ -158,33 +160,40 @@ def create_nova_databases(conf, cell0_url, cells=None):
     nova.conf) of each cell when ``conf`` is the API-level nova.conf of a
     superconductor deployment (its ``[database]`` is cell0); each cell is
     mapped and its schema created with its own conductor's file.
+    ``bin_dir``: the console scripts' directory (another release's venv);
+    ``nova_ext``: False leaves nova-ext's tables to the caller.
     """
     conf = ('--config-file', conf)
-    run('nova-manage', *conf, 'api_db', 'sync')
-    run('nova-manage', *conf, 'cell_v2', 'map_cell0',
-        '--database_connection', cell0_url)
+    manage = functools.partial(run, bin_dir=bin_dir)
+
+    manage('nova-manage', *conf, 'api_db', 'sync')
+    manage('nova-manage', *conf, 'cell_v2', 'map_cell0',
+           '--database_connection', cell0_url)
     if cells is None:
-        run('nova-manage', *conf, 'cell_v2', 'create_cell', '--name',
-            'cell1')
+        manage('nova-manage', *conf, 'cell_v2', 'create_cell', '--name',
+               'cell1')
     for name, database, transport, _ in cells or ():
-        run('nova-manage', *conf, 'cell_v2', 'create_cell', '--name', name,
-            '--database_connection', database, '--transport-url', transport)
-    run('nova-manage', *conf, 'db', 'sync')
+        manage('nova-manage', *conf, 'cell_v2', 'create_cell', '--name',
+               name, '--database_connection', database, '--transport-url',
+               transport)
+    manage('nova-manage', *conf, 'db', 'sync')
     for _, _, _, cell_conf in cells or ():
-        run('nova-manage', '--config-file', cell_conf, 'db', 'sync',
-            '--local_cell')
-    run('nova-ext-manage', *conf, 'db', 'sync')
+        manage('nova-manage', '--config-file', cell_conf, 'db', 'sync',
+               '--local_cell')
+    if nova_ext:
+        manage('nova-ext-manage', *conf, 'db', 'sync')
 
 
-def discover_computes(conf, hypervisors, expected, timeout=120):
+def discover_computes(conf, hypervisors, expected, timeout=120,
+                      bin_dir=None):
     """``discover_hosts`` until ``hypervisors()`` (names, from nova-api)
     lists ``expected`` of them: each nova-compute must have registered its
-    node first. Returns the names.
+    node first. Returns the names. ``bin_dir``: as for :func:`run`.
     """
     deadline = time.monotonic() + timeout
     while True:
         run('nova-manage', '--config-file', conf, 'cell_v2',
-            'discover_hosts')
+            'discover_hosts', bin_dir=bin_dir)
         found = hypervisors()
         if len(found) >= expected:
             return found
@@ -195,9 +204,12 @@ def discover_computes(conf, hypervisors, expected, timeout=120):
         time.sleep(1)
 
 
-def run(*argv, env=None):
-    """Run a console script of this venv; return its output or fail."""
-    result = subprocess.run((os.path.join(BIN, argv[0]),) + argv[1:],
+def run(*argv, env=None, bin_dir=None):
+    """Run a console script of this venv (or of ``bin_dir``); return its
+    output or fail.
+    """
+    result = subprocess.run((os.path.join(bin_dir or BIN, argv[0]),) +
+                            argv[1:],
                             capture_output=True, text=True, env=env,
                             timeout=300)
     if result.returncode:
@@ -280,19 +292,20 @@ def free_port():
         return s.getsockname()[1]
 
 
-def api_paste_ini():
-    return os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini')
+def api_paste_ini(prefix=None):
+    return os.path.join(prefix or sys.prefix, 'etc', 'nova', 'api-paste.ini')
 
 
-def copy_api_paste(config_dir, trust_identity_headers=False):
+def copy_api_paste(config_dir, trust_identity_headers=False, prefix=None):
     """Nova's api-paste.ini; optionally without keystonemiddleware, so the
     caller's X-User-Id/X-Project-Id/X-Roles headers are taken as keystone
     would have set them (Nova 34 has no noauth pipeline any more), and
     the token ``admin`` is the administrator (tests/system/token_identity.py:
-    openstacksdk's ``admin_token`` auth).
+    openstacksdk's ``admin_token`` auth). ``prefix``: the venv whose Nova's
+    file it is (default: this one).
     """
     target = os.path.join(config_dir, 'api-paste.ini')
-    shutil.copy(api_paste_ini(), target)
+    shutil.copy(api_paste_ini(prefix), target)
     if trust_identity_headers:
         with open(target) as f:
             text = f.read()

@@ -32,6 +32,11 @@ def localrc_settings(job):
     """(where, variable) of every devstack_localrc entry of ``job``."""
     found = [('vars', name) for name in
              job.get('vars', {}).get('devstack_localrc', {})]
+    # grenade's jobs: the old and new DevStacks' and the shared localrc
+    for side, settings in job.get('vars', {}).get(
+            'grenade_devstack_localrc', {}).items():
+        found += [('vars.grenade_devstack_localrc.%s' % side, name)
+                  for name in settings]
     for group, group_vars in job.get('group-vars', {}).items():
         found += [('group-vars.%s' % group, name) for name in
                   group_vars.get('devstack_localrc', {})]
@@ -89,6 +94,17 @@ class ZuulJobsTest(testtools.TestCase):
         self.assertEqual(2, job['vars']['devstack_localrc']['NOVA_NUM_CELLS'])
         subnode = job['group-vars']['subnode']['devstack_localrc']
         self.assertEqual(2, subnode['NOVA_CPU_CELL'])
+
+    def test_grenade_job_upgrades_with_nova_ext_on_both_sides(self):
+        job = self.jobs['nova-ext-grenade']
+        self.assertEqual('grenade', job['parent'])
+        self.assertIn('nova-ext', job['vars']['devstack_plugins'])
+        self.assertTrue(job['vars']['devstack_services']['nova-ext'])
+        shared = job['vars']['grenade_devstack_localrc']['shared']
+        self.assertTrue(shared['NOVA_EXT_ENABLE_FILTERS'])
+        self.assertTrue(shared['NOVA_EXT_ENABLE_QUOTA'])
+        for queue in ('check', 'gate'):
+            self.assertIn('nova-ext-grenade', self.project[queue]['jobs'])
 
     def test_tox_environments_the_jobs_call_exist(self):
         tox = configparser.ConfigParser()
