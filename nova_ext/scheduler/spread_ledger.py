@@ -32,6 +32,7 @@ from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import models
 from oslo_log import log as logging
 import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
 
 from nova_ext.quota import db as ext_db
 
@@ -92,9 +93,24 @@ def _table():
     """
     try:
         yield
-    except db_exc.DBNonExistentTable as error:
+    except (db_exc.DBNonExistentTable, sa_exc.DBAPIError) as error:
+        if not _no_such_table(error):
+            raise
         _warn_missing(error)
         raise Unavailable(str(error))
+
+
+# MySQL's and MariaDB's ER_NO_SUCH_TABLE: oslo.db raises it as SQLAlchemy
+# raised it (exc_filters._raise_mysql_table_doesnt_exist_asis), where it
+# turns sqlite's and PostgreSQL's into DBNonExistentTable
+MYSQL_NO_SUCH_TABLE = 1146
+
+
+def _no_such_table(error):
+    if isinstance(error, db_exc.DBNonExistentTable):
+        return True
+    args = getattr(getattr(error, 'orig', None), 'args', ())
+    return bool(args) and args[0] == MYSQL_NO_SUCH_TABLE
 
 
 # whether this process warned that the table is missing: once per process

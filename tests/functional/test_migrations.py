@@ -213,3 +213,47 @@ class MariaDBModels(ModelsMatchHead, testtools.TestCase):
         processes.require_services()
         return self.useFixture(processes.Databases('models')).url(
             'models', plugin=False)
+
+
+class LedgerWithoutItsTable(object):
+    """Given nova-ext's database before ``db sync`` created the spread
+    ledger's table, when a count reads the ledger or a turn writes it,
+    then the ledger says it is Unavailable (the count reads placement
+    instead), whatever the database says "no such table" with: oslo.db
+    turns sqlite's into DBNonExistentTable but raises MySQL's as it is.
+    """
+
+    def database_url(self):
+        raise NotImplementedError
+
+    def setUp(self):
+        super().setUp()
+        ext_conf.register_opts(CONF)
+        self.conf = self.useFixture(config_fixture.Config(CONF))
+        self.conf.config(connection=self.database_url(),
+                         group='nova_ext_database')
+        ext_db.reset()
+        self.addCleanup(ext_db.reset)
+
+    def test_reading_and_writing_say_unavailable(self):
+        group = '11111111-2222-3333-4444-555555555555'
+        self.assertRaises(spread_ledger.Unavailable,
+                          spread_ledger.claims, group)
+        self.assertRaises(spread_ledger.Unavailable, spread_ledger.record,
+                          group, {'66666666-7777-8888-9999-000000000000':
+                                  'h1'}, ())
+
+
+class SqliteLedgerWithoutItsTable(LedgerWithoutItsTable, testtools.TestCase):
+
+    def database_url(self):
+        return 'sqlite:///%s' % os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'empty.sqlite')
+
+
+class MariaDBLedgerWithoutItsTable(LedgerWithoutItsTable, testtools.TestCase):
+
+    def database_url(self):
+        processes.require_services()
+        return self.useFixture(processes.Databases('ledger')).url(
+            'ledger', plugin=False)
