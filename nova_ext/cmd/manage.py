@@ -617,23 +617,24 @@ class ConfigureCommands(Command):
                     failure_domain = None
                 for note in notes:
                     print('nova-ext-manage: %s' % note, file=err)
-            for path in args.target_files:
-                self._configure(configure, args, path, features,
-                                failure_domain, out, err)
+            results = configure.configure_files(
+                args.target_files, args.target, features, undo=args.undo,
+                failure_domain=failure_domain,
+                assignments=args.assignments, dry_run=args.dry_run)
         except configure.ConfigureError as error:
             raise CommandError(str(error))
+        for path, changed, diff, notes in results:
+            self._report(args, path, features, failure_domain, changed,
+                         diff, notes, out, err)
         return 0
 
     @staticmethod
-    def _configure(configure, args, path, features, failure_domain, out,
-                   err):
-        changed, diff, warnings = configure.configure_file(
-            path, args.target, features, undo=args.undo,
-            failure_domain=failure_domain, assignments=args.assignments,
-            dry_run=args.dry_run)
-        for warning in warnings:
-            print('nova-ext-manage: warning: %s: %s' % (path, warning),
-                  file=err)
+    def _report(args, path, features, failure_domain, changed, diff,
+                notes, out, err):
+        for note in notes:
+            print('nova-ext-manage: %s: %s: %s' % (
+                'note' if args.undo else 'warning', path, note),
+                file=err)
         if args.dry_run:
             for line in diff:
                 print(line, file=out)
