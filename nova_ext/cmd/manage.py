@@ -93,6 +93,7 @@ import warnings
 from oslo_config import cfg
 import prettytable
 
+from nova_ext import config_files as nova_config_files
 from nova_ext import errors
 
 PLACEMENT_VERSION = '1.18'  # ?required=<trait> on GET /resource_providers
@@ -799,11 +800,17 @@ CATEGORIES = {command.name: command for command in (
 
 
 def build_parser():
+    # allow_abbrev=False: --config-fil is an error, not a file read
+    # unchecked (nova_ext.config_files)
     parser = argparse.ArgumentParser(prog='nova-ext-manage',
-                                     description=__doc__.split('\n')[0])
+                                     description=__doc__.split('\n')[0],
+                                     allow_abbrev=False)
     parser.add_argument('--config-file', action='append', default=[],
                         help='nova.conf to read [placement] and [nova_ext] '
                              'from (default: /etc/nova/nova.conf)')
+    parser.add_argument('--config-dir', action='append', default=[],
+                        help='a directory of *.conf files read after the '
+                             '--config-files, as Nova reads nova.conf.d')
     categories = parser.add_subparsers(dest='category', required=True)
     for command in CATEGORIES.values():
         command.add_arguments(categories.add_parser(command.name,
@@ -824,7 +831,7 @@ def _parse_transport_url(conf):
     oslo_messaging.TransportURL.parse(conf)
 
 
-def nova_conf(config_files, opens_databases):
+def nova_conf(config_files, opens_databases, config_dirs=()):
     """nova.conf parsed as nova-manage parses it, with nova-ext's options."""
     # here: only this command needs it (the CLI starts without Nova)
     import nova.conf
@@ -843,11 +850,12 @@ def nova_conf(config_files, opens_databases):
     # One line for a missing, binary or unparsable file (oslo.config would
     # print the offending line, which may hold a password), and every
     # secret in the files is known before anything is printed.
-    errors.check_config_files(config_files or [
-        path for path in cfg.find_config_files(project='nova')])
+    nova_config_files.check(config_files, config_dirs)
     config_args = ['nova-ext-manage']
     for path in config_files:
         config_args += ['--config-file', path]
+    for path in config_dirs:
+        config_args += ['--config-dir', path]
     config.parse_args(config_args, init_rpc=False,
                       configure_db=opens_databases)
     _quiet_nova_logs()
@@ -858,7 +866,8 @@ def _dispatch(args):
     command = CATEGORIES[args.category]
     conf = None
     if command.needs_nova_conf(args):
-        conf = nova_conf(args.config_file, command.needs_databases(args))
+        conf = nova_conf(args.config_file, command.needs_databases(args),
+                         args.config_dir)
     return command.run(args, conf, sys.stdout)
 
 
@@ -870,6 +879,10 @@ def _quiet_nova_logs():
     # keystoneauth's discovery warnings come before our own one line
     # saying the same.
     logging.getLogger('keystoneauth').setLevel(logging.ERROR)
+    # oslo.db logs each database error it wraps with its traceback
+    # ("DBAPIError exception wrapped."); our one line says it.
+    logging.getLogger('oslo_db.sqlalchemy.exc_filters').setLevel(
+        logging.CRITICAL)
 
 
 _MISSING_TABLE = re.compile(
@@ -932,7 +945,8 @@ def _operator_message(error):
     if isinstance(error, (db_exc.DBError, sqlalchemy.exc.SQLAlchemyError)):
         reason = getattr(error, 'orig', None) or getattr(
             error, 'inner_exception', None) or error
-        return 'database: %s' % reason
+        # SQLAlchemy appends the statement and its parameters
+        return 'database: %s' % str(reason).split(' [SQL: ')[0]
     return None
 
 
@@ -943,6 +957,14 @@ def main(argv=None, err=None):
     # libraries Nova pulls in.
     warnings.filterwarnings('ignore', category=DeprecationWarning)
     warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
+    try:
+        # argparse would name the path after --config-fil an unknown
+        # command: say what is wrong instead
+        nova_config_files.named_sources(
+            sys.argv[1:] if argv is None else argv)
+    except errors.OperatorError as error:
+        print('nova-ext-manage: %s' % error, file=err)
+        return 2
     args = build_parser().parse_args(argv)
     try:
         code = _dispatch(args)
