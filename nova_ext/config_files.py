@@ -34,13 +34,15 @@ SQLITE_HEADER = b'SQLite format 3\0'
 
 def named_sources(argv):
     """([--config-file paths], [--config-dir paths]) of ``argv`` in order;
-    an abbreviation of either option is refused.
+    an abbreviation of either option is refused. Only the options before
+    the command (the first argument not an option) are the program's: a
+    command's own options (``simulate --conf``) are its business.
     """
     files, dirs = [], []
     index = 0
     while index < len(argv):
         arg = argv[index]
-        if arg == '--':
+        if arg == '--' or not arg.startswith('-'):
             break
         name, equals, value = arg.partition('=')
         if name in CONFIG_OPTIONS:

@@ -83,6 +83,7 @@ removed each host, each weigher's share, the host Nova would pick
 """
 
 import argparse
+import io
 import logging
 import os
 import re
@@ -95,6 +96,7 @@ import prettytable
 
 from nova_ext import config_files as nova_config_files
 from nova_ext import errors
+from nova_ext import files
 
 PLACEMENT_VERSION = '1.18'  # ?required=<trait> on GET /resource_providers
 CONFLICT_RETRIES = 5
@@ -103,6 +105,18 @@ _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
 
 class CommandError(errors.OperatorError):
     pass
+
+
+def check_host_name(host):
+    """A host name as the operator typed it: one Nova could have (no
+    control character, no surrounding space), so that "no such provider"
+    is said only of a name that could exist.
+    """
+    if not host or _CONTROL.search(host) or len(host) > 255:
+        raise CommandError('host %r: not a compute node name' % host[:100])
+    if host != host.strip():
+        raise CommandError('host %r: leading or trailing whitespace; a '
+                           'compute node name has none' % host)
 
 
 class Maintenance:
@@ -139,8 +153,7 @@ class Maintenance:
                                % (resp.url, key))
 
     def _provider(self, host):
-        if not host or _CONTROL.search(host) or len(host) > 200:
-            raise CommandError('host %r: not a compute node name' % host)
+        check_host_name(host)
         # Quoted: a name holding '&' or '#' would otherwise ask placement
         # something else. Compared exactly: the operator named one host.
         providers = self._json(self._call(
@@ -255,6 +268,8 @@ class HostCommands(Command):
     def run(self, args, conf, out):
         # here: only this command needs it (the CLI starts without Nova)
         from nova import utils
+        if args.command == 'maintenance':
+            _check_maintenance_args(args)  # before placement is asked
         maintenance = Maintenance(utils.get_ksa_adapter('placement'),
                                   conf.nova_ext.maintenance_trait)
         if args.command == 'drain':
@@ -269,6 +284,7 @@ class HostCommands(Command):
     @staticmethod
     def maintenance(args, placement, trait, out):
         """``host maintenance`` against a placement keystoneauth Adapter."""
+        _check_maintenance_args(args)
         maintenance = Maintenance(placement, trait)
         if args.action == 'list':
             for name in maintenance.list():
@@ -282,6 +298,14 @@ class HostCommands(Command):
                                         '' if changed else ' (already)'),
               file=out)
         return 0
+
+
+def _check_maintenance_args(args):
+    if args.action == 'list' and args.host is not None:
+        raise CommandError('host maintenance list takes no HOST (got %r)'
+                           % args.host[:100])
+    if args.action != 'list' and args.host:
+        check_host_name(args.host)
 
 
 def add_move_arguments(parser):
@@ -738,8 +762,9 @@ class SimulateCommands(Command):
                 report.explanations(comparison, out)
         try:
             if args.json and args.json != '-':
-                with open(args.json, 'w') as stream:
-                    report.write_json(comparison, stream)
+                text = io.StringIO()
+                report.write_json(comparison, text)
+                files.write_atomically(args.json, text.getvalue())
             if args.plot:
                 for path in report.plot(comparison, args.plot):
                     print('wrote %s' % path, file=err)
@@ -912,6 +937,10 @@ def _operator_message(error):
 
     if isinstance(error, cfg.Error):
         return str(error)
+    # disk full, ulimit -f, a read-only or immutable file system: the
+    # system's reason and the path, not "unexpected OSError"
+    if isinstance(error, OSError) and error.strerror:
+        return files.describe_os_error(error)
     if isinstance(error, ks_exc.MissingAuthPlugin):
         return ('placement: no credentials in nova.conf [placement] '
                 '(auth_type and friends, as for nova-compute)')
