@@ -1013,9 +1013,14 @@ def _replace_keeping_identity(path, target, text):
                     os.link('/proc/self/fd/%d' % fd, tmp,
                             src_dir_fd=directory_fd, follow_symlinks=True)
                 os.replace(tmp, target)
-            except BaseException:
+            except BaseException as error:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
+                if isinstance(error, OSError) and error.strerror:
+                    # disk full, ulimit -f, read-only: the system's reason
+                    raise ConfigureError('%s: cannot write the new file: %s; '
+                                         'the old one is unchanged'
+                                         % (path, error.strerror))
                 raise
             finally:
                 os.close(fd)

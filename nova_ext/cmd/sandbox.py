@@ -18,6 +18,7 @@ import sys
 import warnings
 
 from nova_ext import errors
+from nova_ext import files
 
 
 class SandboxError(Exception):
@@ -149,6 +150,13 @@ def main(argv=None):
         return 1
     except BrokenPipeError:
         return errors.closed_pipe()
+    except OSError as error:
+        # disk full, ulimit -f, a read-only state directory
+        reason = files.describe_os_error(error)
+        if reason is None:
+            raise
+        print('sandbox: %s' % reason, file=sys.stderr)
+        return 1
 
 
 def _main(args):

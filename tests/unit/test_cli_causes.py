@@ -83,3 +83,27 @@ class TestCauses(testtools.TestCase):
         self.addCleanup(subprocess.run, ['chattr', '-i', out])
         self.assertIn('Operation not permitted', self.simulate_json(
             os.path.join(out, 'result.json')))
+
+    def mount_tmpfs(self, options):
+        """A small file system of its own (root only), unmounted after."""
+        mount = os.path.join(self.dir, 'fs')
+        os.mkdir(mount)
+        if subprocess.run(['mount', '-t', 'tmpfs', '-o', options, 'tmpfs',
+                           mount], capture_output=True).returncode:
+            self.skipTest('cannot mount a tmpfs here (not root?)')
+        self.addCleanup(subprocess.run, ['umount', mount])
+        return mount
+
+    def test_a_full_disk_is_said_and_leaves_nothing(self):
+        mount = self.mount_tmpfs('size=4k')
+        with open(os.path.join(mount, 'filler'), 'wb') as filler:
+            filler.write(b'x' * 4096)
+        path = os.path.join(mount, 'result.json')
+        self.assertEqual('nova-ext-manage: cannot write %s: No space left '
+                         'on device' % path, self.simulate_json(path))
+        self.assertEqual(['filler'], os.listdir(mount))
+
+    def test_a_read_only_file_system_is_said(self):
+        mount = self.mount_tmpfs('size=64k,ro')
+        self.assertIn('Read-only file system', self.simulate_json(
+            os.path.join(mount, 'result.json')))

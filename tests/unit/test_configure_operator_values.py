@@ -154,3 +154,27 @@ class TestSeveralFilesCheckedFirst(ConfigureProcessCase):
             self.addCleanup(subprocess.run, ['chattr', '-i', directory])
             return path
         self._second_file_fails(make)
+
+
+class TestFullDisk(ConfigureProcessCase):
+
+    def test_a_full_disk_is_said_and_the_file_is_unchanged(self):
+        mount = os.path.join(self.dir, 'fs')
+        os.mkdir(mount)
+        if subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=4k', 'tmpfs',
+                           mount], capture_output=True).returncode:
+            self.skipTest('cannot mount a tmpfs here (not root?)')
+        self.addCleanup(subprocess.run, ['umount', mount])
+        text = '[DEFAULT]\n' + '# the operator\'s notes\n' * 150
+        path = os.path.join(mount, 'nova.conf')
+        with open(path, 'w') as handle:
+            handle.write(text)
+        result = self.manage('nova', '--config-file', path, '--all')
+        self.assertEqual(1, result.returncode)
+        self.assertEqual(
+            'nova-ext-manage: %s: cannot write the new file: No space left '
+            'on device; the old one is unchanged' % path,
+            result.stderr.strip())
+        self.assertEqual(text, self.read(path))
+        self.assertEqual(['.nova.conf.nova-ext-lock', 'nova.conf'],
+                         sorted(os.listdir(mount)))
