@@ -47,7 +47,7 @@ class TestCauses(testtools.TestCase):
         for argv, cause in (
                 (['host', 'maintenance', 'on', 'cmp1 '],
                  "host 'cmp1 ': leading or trailing whitespace"),
-                (['host', 'maintenance', 'off', '\tcmp1'],
+                (['host', 'maintenance', 'off', ' cmp1'],
                  'leading or trailing whitespace'),
                 (['host', 'maintenance', 'list', 'extra-arg'],
                  "host maintenance list takes no HOST (got 'extra-arg')"),
