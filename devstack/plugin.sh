@@ -224,9 +224,14 @@ function configure_tempest_for_nova_ext {
 # since the stack.
 function clean_nova_ext {
     if [[ -f "$NOVA_CONF" ]]; then
-        # --set with --undo removes the option, whatever value it had.
+        # --undo takes out only the values configure wrote: the same
+        # --set and --failure-domain values as at stack time.
+        local undo_values=(--set "nova_ext.bin_packing_weight_multiplier=$NOVA_EXT_BIN_PACKING_WEIGHT_MULTIPLIER")
+        if [[ -n "$NOVA_EXT_FAILURE_DOMAIN" ]]; then
+            undo_values+=(--failure-domain "$NOVA_EXT_FAILURE_DOMAIN")
+        fi
         if ! nova_ext_manage configure nova --config-file "$NOVA_CONF" --all --undo \
-                --set nova_ext.failure_domain= --set nova_ext.bin_packing_weight_multiplier=; then
+                "${undo_values[@]}"; then
             warn $LINENO "nova-ext-manage configure nova --undo failed"
         fi
     fi

@@ -536,6 +536,32 @@ def _check_failure_domain(value, levels):
     return ','.join('%s:%s' % pair for pair in parsed), notes
 
 
+def escape_value(value):
+    """``value`` as written in a file so that oslo.config reads it back
+    as given: oslo.config reads ``$name`` and ``${name}`` as the value of
+    another option (string.Template), and ``$$`` as one ``$``.
+    """
+    return value.replace('$', '$$')
+
+
+def _remove_if_ours(ini, section, key, ours, notes):
+    """``--undo``'s rule: an option is taken out only when the value
+    oslo.config uses is the one configure writes (``ours``, as written
+    in the file); any other value is the operator's and stays, with a
+    note saying so.
+    """
+    value = ini.get_one(section, key)
+    if value is None:
+        return
+    if value == ours:
+        ini.remove(section, key)
+        return
+    notes.append(errors.mask_secrets(
+        'left [%s] %s = %s in place: configure writes %s there, so this '
+        'value is not one it wrote; remove the line by hand if it should '
+        'go' % (section, key, value, ours or "''")))
+
+
 def configure_nova(ini, features, undo=False, failure_domain=None):
     """Edit ``ini`` (a nova.conf) for ``features``; return warnings."""
     warnings = []
@@ -566,12 +592,14 @@ def configure_nova(ini, features, undo=False, failure_domain=None):
                             (OUR_WEIGHERS,), _nova_default('weight_classes'))
     if 'request_filters' in features:
         if undo:
-            ini.remove('nova_ext', 'request_filters')
+            _remove_if_ours(ini, 'nova_ext', 'request_filters',
+                            REQUEST_FILTERS, warnings)
         elif ini.get_one('nova_ext', 'request_filters') != REQUEST_FILTERS:
             ini.set('nova_ext', 'request_filters', REQUEST_FILTERS)
     if 'quota' in features:
         if undo:
-            ini.remove('nova_ext', 'quota_driver')
+            _remove_if_ours(ini, 'nova_ext', 'quota_driver', QUOTA_DRIVER,
+                            warnings)
         elif ini.get_one('nova_ext', 'quota_driver') != QUOTA_DRIVER:
             ini.set('nova_ext', 'quota_driver', QUOTA_DRIVER)
     if 'libvirt_driver' in features:
@@ -579,7 +607,8 @@ def configure_nova(ini, features, undo=False, failure_domain=None):
             if ini.get_one('DEFAULT', 'compute_driver') == \
                     shim.COMPUTE_DRIVER:
                 ini.set('DEFAULT', 'compute_driver', NOVA_LIBVIRT_DRIVER)
-            ini.remove('nova_ext', 'guest_mutators')
+            _remove_if_ours(ini, 'nova_ext', 'guest_mutators',
+                            GUEST_MUTATORS, warnings)
         else:
             if ini.get_one('DEFAULT', 'compute_driver') != \
                     shim.COMPUTE_DRIVER:
@@ -587,11 +616,12 @@ def configure_nova(ini, features, undo=False, failure_domain=None):
             if ini.get_one('nova_ext', 'guest_mutators') != GUEST_MUTATORS:
                 ini.set('nova_ext', 'guest_mutators', GUEST_MUTATORS)
     if failure_domain is not None:
+        levels = _nova_ext_value(ini, 'failure_domain_levels')
+        value, notes = _check_failure_domain(failure_domain, levels)
         if undo:
-            ini.remove('nova_ext', 'failure_domain')
+            _remove_if_ours(ini, 'nova_ext', 'failure_domain', value,
+                            warnings)
         else:
-            levels = _nova_ext_value(ini, 'failure_domain_levels')
-            value, notes = _check_failure_domain(failure_domain, levels)
             warnings += notes
             if ini.get_one('nova_ext', 'failure_domain') != value:
                 ini.set('nova_ext', 'failure_domain', value)
@@ -628,10 +658,12 @@ def _engine_plugins(ini, features, undo):
 
 def configure_tempest(ini, features, undo=False, failure_domain=None):
     """Edit ``ini`` (a tempest.conf) for ``features``; return warnings."""
+    warnings = []
     for feature in features:
         for flag in TEMPEST_FLAGS[feature]:
             if undo:
-                ini.remove('nova_ext_feature_enabled', flag)
+                _remove_if_ours(ini, 'nova_ext_feature_enabled', flag,
+                                'True', warnings)
             elif ini.get_one('nova_ext_feature_enabled', flag) != 'True':
                 ini.set('nova_ext_feature_enabled', flag, 'True')
     if 'filters' in features:
@@ -643,7 +675,7 @@ def configure_tempest(ini, features, undo=False, failure_domain=None):
             _append_to_list(ini, 'compute-feature-enabled',
                             'scheduler_enabled_filters', OUR_FILTER_NAMES,
                             _nova_default('enabled_filters'))
-    return []
+    return warnings
 
 
 _SECTION_NAME = re.compile(r'[A-Za-z][A-Za-z0-9_-]*')
@@ -981,9 +1013,14 @@ def _replace_keeping_identity(path, target, text):
                     os.link('/proc/self/fd/%d' % fd, tmp,
                             src_dir_fd=directory_fd, follow_symlinks=True)
                 os.replace(tmp, target)
-            except BaseException:
+            except BaseException as error:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
+                if isinstance(error, OSError) and error.strerror:
+                    # disk full, ulimit -f, read-only: the system's reason
+                    raise ConfigureError('%s: cannot write the new file: %s; '
+                                         'the old one is unchanged'
+                                         % (path, error.strerror))
                 raise
             finally:
                 os.close(fd)
@@ -1012,9 +1049,49 @@ def _new_file(path, directory, tmp):
             path, directory, error.strerror))
 
 
+def _check_writable(path, target):
+    """Refuse now what :func:`_replace_keeping_identity` would fail on
+    later: a directory where no new file can be made, a file whose
+    owner or extended attributes could not be kept.
+    """
+    directory, name = os.path.split(target)
+    tmp = os.path.join(directory, '.%s%s' % (name, TMP_SUFFIX))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    fd, named = _new_file(path, directory, tmp)
+    try:
+        _copy_identity(target, fd)
+    finally:
+        os.close(fd)
+        if named:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+def configure_files(paths, target, features, undo=False,
+                    failure_domain=None, assignments=(), dry_run=False):
+    """Edit several files: each is read, edited in memory, verified, and
+    checked for a lock and a writable directory before any is written,
+    so a file that would fail stops the run with none changed.
+
+    Return [(path, changed, diff lines, warnings)].
+    """
+    for path in paths:
+        configure_file(path, target, features, undo=undo,
+                       failure_domain=failure_domain,
+                       assignments=assignments, check_only=True)
+    return [(path,) + configure_file(
+        path, target, features, undo=undo, failure_domain=failure_domain,
+        assignments=assignments, dry_run=dry_run) for path in paths]
+
+
 def configure_file(path, target, features, undo=False, failure_domain=None,
-                   assignments=(), dry_run=False):
-    """Edit one file; return (changed, diff lines, warnings)."""
+                   assignments=(), dry_run=False, check_only=False):
+    """Edit one file; return (changed, diff lines, warnings).
+
+    ``check_only``: everything but the write, under the lock, and a new
+    file made and removed where the new content would go.
+    """
     parsed = [_parse_set(assignment, target) for assignment in assignments]
     real = _target(path)
     lock = contextlib.nullcontext() if dry_run else file_lock(real)
@@ -1027,15 +1104,19 @@ def configure_file(path, target, features, undo=False, failure_domain=None,
             warnings = edit(ini, features, undo=undo,
                             failure_domain=failure_domain)
             for section, key, value in parsed:
+                written = escape_value(value)
                 if undo:
-                    ini.remove(section, key)
-                elif ini.get(section, key) != [value]:
-                    ini.set(section, key, value)
+                    _remove_if_ours(ini, section, key, written, warnings)
+                elif ini.get(section, key) != [written]:
+                    ini.set(section, key, written)
             if undo:
                 for section in ('filter_scheduler', 'nova_ext',
                                 'nova_ext_feature_enabled',
                                 'compute-feature-enabled'):
                     ini.remove_if_empty(section)
+                for section, key, _value in parsed:
+                    if (group_name(section), key) in ini.touched:
+                        ini.remove_if_empty(section)
         except ConfigureError as error:
             if str(error).startswith('line '):
                 raise ConfigureError('%s:%s' % (path, str(error)[5:]))
@@ -1047,6 +1128,8 @@ def configure_file(path, target, features, undo=False, failure_domain=None,
         diff = [errors.mask_secrets(line) for line in difflib.unified_diff(
             before.splitlines(), after.splitlines(), path, path,
             lineterm='')]
-        if after != before and not dry_run:
+        if check_only:
+            _check_writable(path, real)
+        elif after != before and not dry_run:
             _replace_keeping_identity(path, real, after)
     return after != before, diff, warnings

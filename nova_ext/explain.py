@@ -33,6 +33,7 @@ import json
 import types
 import urllib.parse
 
+from keystoneauth1.identity import base as ks_identity
 from keystoneauth1 import loading as ks_loading
 import nova.conf
 from nova import context as nova_context
@@ -52,6 +53,7 @@ import prettytable
 
 from nova_ext import configure
 from nova_ext import errors
+from nova_ext.quota import commands as quota_commands
 from nova_ext.scheduler import aggregate_keys
 from nova_ext.scheduler import cloud
 from nova_ext.scheduler import failure_domains
@@ -119,6 +121,13 @@ def _with_service_token(ctxt):
     if auth is None:
         # no credentials to add: glance answers the context as it is
         return ctxt
+    if not isinstance(auth, ks_identity.BaseIdentityPlugin):
+        # admin_token, none, noauth: a fixed token, no service catalog
+        raise ExplainError(
+            '[placement] auth_type = %s: explain needs credentials keystone '
+            'issues a token and a service catalog for (password, '
+            'v3applicationcredential, ... as nova-compute uses); this one '
+            'gives neither' % CONF.placement.auth_type)
     session = ks_loading.load_session_from_conf_options(CONF, 'placement',
                                                         auth=auth)
     access = auth.get_access(session)
@@ -135,6 +144,27 @@ def _image(ctxt, image_id):
         raise ExplainError('no image %s' % image_id)
     except exception.NovaException as error:
         raise ExplainError('image %s: %s' % (image_id, error))
+
+
+def check_request_args(args):
+    """What explain is asked about, checked before anyone is asked: an
+    image is named by its ID, as nova-api takes it (a path or a name would
+    be sent to glance, which answers a lookup error that blames keystone),
+    and a project ID the way ``quota`` checks one.
+    """
+    image = getattr(args, 'image', None)
+    if image is not None and not uuidutils.is_uuid_like(image):
+        raise ExplainError(
+            "--image %r: not an image ID (a UUID; 'openstack image show "
+            "NAME -f value -c id' gives it)" % errors.one_line(image)[:100])
+    project = getattr(args, 'project', None)
+    if project is not None:
+        if project == '*':
+            raise ExplainError("--project '*': name one project ID")
+        try:
+            quota_commands.check_project_id(project)
+        except quota_commands.CommandError as error:
+            raise ExplainError(str(error))
 
 
 def _group(ctxt, name_or_uuid):
@@ -795,6 +825,7 @@ def explain_request(args):
     """
     if not 1 <= args.num <= MAX_NUM:
         raise ExplainError('--num %d: from 1 to %d' % (args.num, MAX_NUM))
+    check_request_args(args)
     overrides = parse_overrides(CONF, args.assignments)
     # the scheduler's request filters ask glance (host_class) with the
     # request's context: here, one with the service's token
@@ -813,6 +844,13 @@ def explain_request(args):
                                            overrides, stored)}
     except exception.CellMappingNotFound as error:
         raise ExplainError(str(error))
+    except exception.SchedulerHostFilterNotFound as error:
+        raise ExplainError(
+            '[filter_scheduler] enabled_filters%s names %s, which no '
+            '[filter_scheduler] available_filters provides (nova-scheduler '
+            'would not start)' % (
+                ' (with --set)' if overrides else '',
+                error.kwargs.get('filter_name', error)))
     except Exception as error:
         # oslo.db wraps connection failures in DBConnectionError; keep one
         # line for an unreachable database.

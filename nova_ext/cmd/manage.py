@@ -83,6 +83,7 @@ removed each host, each weigher's share, the host Nova would pick
 """
 
 import argparse
+import io
 import logging
 import os
 import re
@@ -93,7 +94,9 @@ import warnings
 from oslo_config import cfg
 import prettytable
 
+from nova_ext import config_files as nova_config_files
 from nova_ext import errors
+from nova_ext import files
 from nova_ext import numbers
 
 PLACEMENT_VERSION = '1.18'  # ?required=<trait> on GET /resource_providers
@@ -114,6 +117,18 @@ QUOTA_LIMIT = numbers.argument(numbers.parse_integer, -1, 2 ** 31 - 1)
 
 class CommandError(errors.OperatorError):
     pass
+
+
+def check_host_name(host):
+    """A host name as the operator typed it: one Nova could have (no
+    control character, no surrounding space), so that "no such provider"
+    is said only of a name that could exist.
+    """
+    if not host or _CONTROL.search(host) or len(host) > 255:
+        raise CommandError('host %r: not a compute node name' % host[:100])
+    if host != host.strip():
+        raise CommandError('host %r: leading or trailing whitespace; a '
+                           'compute node name has none' % host)
 
 
 class Maintenance:
@@ -150,8 +165,7 @@ class Maintenance:
                                % (resp.url, key))
 
     def _provider(self, host):
-        if not host or _CONTROL.search(host) or len(host) > 200:
-            raise CommandError('host %r: not a compute node name' % host)
+        check_host_name(host)
         # Quoted: a name holding '&' or '#' would otherwise ask placement
         # something else. Compared exactly: the operator named one host.
         providers = self._json(self._call(
@@ -266,6 +280,8 @@ class HostCommands(Command):
     def run(self, args, conf, out):
         # here: only this command needs it (the CLI starts without Nova)
         from nova import utils
+        if args.command == 'maintenance':
+            _check_maintenance_args(args)  # before placement is asked
         maintenance = Maintenance(utils.get_ksa_adapter('placement'),
                                   conf.nova_ext.maintenance_trait)
         if args.command == 'drain':
@@ -280,6 +296,7 @@ class HostCommands(Command):
     @staticmethod
     def maintenance(args, placement, trait, out):
         """``host maintenance`` against a placement keystoneauth Adapter."""
+        _check_maintenance_args(args)
         maintenance = Maintenance(placement, trait)
         if args.action == 'list':
             for name in maintenance.list():
@@ -293,6 +310,14 @@ class HostCommands(Command):
                                         '' if changed else ' (already)'),
               file=out)
         return 0
+
+
+def _check_maintenance_args(args):
+    if args.action == 'list' and args.host is not None:
+        raise CommandError('host maintenance list takes no HOST (got %r)'
+                           % args.host[:100])
+    if args.action != 'list' and args.host:
+        check_host_name(args.host)
 
 
 def add_move_arguments(parser):
@@ -633,23 +658,24 @@ class ConfigureCommands(Command):
                     failure_domain = None
                 for note in notes:
                     print('nova-ext-manage: %s' % note, file=err)
-            for path in args.target_files:
-                self._configure(configure, args, path, features,
-                                failure_domain, out, err)
+            results = configure.configure_files(
+                args.target_files, args.target, features, undo=args.undo,
+                failure_domain=failure_domain,
+                assignments=args.assignments, dry_run=args.dry_run)
         except configure.ConfigureError as error:
             raise CommandError(str(error))
+        for path, changed, diff, notes in results:
+            self._report(args, path, features, failure_domain, changed,
+                         diff, notes, out, err)
         return 0
 
     @staticmethod
-    def _configure(configure, args, path, features, failure_domain, out,
-                   err):
-        changed, diff, warnings = configure.configure_file(
-            path, args.target, features, undo=args.undo,
-            failure_domain=failure_domain, assignments=args.assignments,
-            dry_run=args.dry_run)
-        for warning in warnings:
-            print('nova-ext-manage: warning: %s: %s' % (path, warning),
-                  file=err)
+    def _report(args, path, features, failure_domain, changed, diff,
+                notes, out, err):
+        for note in notes:
+            print('nova-ext-manage: %s: %s: %s' % (
+                'note' if args.undo else 'warning', path, note),
+                file=err)
         if args.dry_run:
             for line in diff:
                 print(line, file=out)
@@ -755,8 +781,9 @@ class SimulateCommands(Command):
                 report.explanations(comparison, out)
         try:
             if args.json and args.json != '-':
-                with open(args.json, 'w') as stream:
-                    report.write_json(comparison, stream)
+                text = io.StringIO()
+                report.write_json(comparison, text)
+                files.write_atomically(args.json, text.getvalue())
             if args.plot:
                 for path in report.plot(comparison, args.plot):
                     print('wrote %s' % path, file=err)
@@ -817,11 +844,17 @@ CATEGORIES = {command.name: command for command in (
 
 
 def build_parser():
+    # allow_abbrev=False: --config-fil is an error, not a file read
+    # unchecked (nova_ext.config_files)
     parser = argparse.ArgumentParser(prog='nova-ext-manage',
-                                     description=__doc__.split('\n')[0])
+                                     description=__doc__.split('\n')[0],
+                                     allow_abbrev=False)
     parser.add_argument('--config-file', action='append', default=[],
                         help='nova.conf to read [placement] and [nova_ext] '
                              'from (default: /etc/nova/nova.conf)')
+    parser.add_argument('--config-dir', action='append', default=[],
+                        help='a directory of *.conf files read after the '
+                             '--config-files, as Nova reads nova.conf.d')
     categories = parser.add_subparsers(dest='category', required=True)
     for command in CATEGORIES.values():
         command.add_arguments(categories.add_parser(command.name,
@@ -842,7 +875,7 @@ def _parse_transport_url(conf):
     oslo_messaging.TransportURL.parse(conf)
 
 
-def nova_conf(config_files, opens_databases):
+def nova_conf(config_files, opens_databases, config_dirs=()):
     """nova.conf parsed as nova-manage parses it, with nova-ext's options."""
     # here: only this command needs it (the CLI starts without Nova)
     import nova.conf
@@ -861,11 +894,12 @@ def nova_conf(config_files, opens_databases):
     # One line for a missing, binary or unparsable file (oslo.config would
     # print the offending line, which may hold a password), and every
     # secret in the files is known before anything is printed.
-    errors.check_config_files(config_files or [
-        path for path in cfg.find_config_files(project='nova')])
+    nova_config_files.check(config_files, config_dirs)
     config_args = ['nova-ext-manage']
     for path in config_files:
         config_args += ['--config-file', path]
+    for path in config_dirs:
+        config_args += ['--config-dir', path]
     config.parse_args(config_args, init_rpc=False,
                       configure_db=opens_databases)
     _quiet_nova_logs()
@@ -876,7 +910,8 @@ def _dispatch(args):
     command = CATEGORIES[args.category]
     conf = None
     if command.needs_nova_conf(args):
-        conf = nova_conf(args.config_file, command.needs_databases(args))
+        conf = nova_conf(args.config_file, command.needs_databases(args),
+                         args.config_dir)
     return command.run(args, conf, sys.stdout)
 
 
@@ -888,6 +923,10 @@ def _quiet_nova_logs():
     # keystoneauth's discovery warnings come before our own one line
     # saying the same.
     logging.getLogger('keystoneauth').setLevel(logging.ERROR)
+    # oslo.db logs each database error it wraps with its traceback
+    # ("DBAPIError exception wrapped."); our one line says it.
+    logging.getLogger('oslo_db.sqlalchemy.exc_filters').setLevel(
+        logging.CRITICAL)
 
 
 _MISSING_TABLE = re.compile(
@@ -917,6 +956,10 @@ def _operator_message(error):
 
     if isinstance(error, cfg.Error):
         return str(error)
+    # disk full, ulimit -f, a read-only or immutable file system: the
+    # system's reason and the path, not "unexpected OSError"
+    if isinstance(error, OSError) and error.strerror:
+        return files.describe_os_error(error)
     if isinstance(error, ks_exc.MissingAuthPlugin):
         return ('placement: no credentials in nova.conf [placement] '
                 '(auth_type and friends, as for nova-compute)')
@@ -950,7 +993,8 @@ def _operator_message(error):
     if isinstance(error, (db_exc.DBError, sqlalchemy.exc.SQLAlchemyError)):
         reason = getattr(error, 'orig', None) or getattr(
             error, 'inner_exception', None) or error
-        return 'database: %s' % reason
+        # SQLAlchemy appends the statement and its parameters
+        return 'database: %s' % str(reason).split(' [SQL: ')[0]
     return None
 
 
@@ -961,6 +1005,14 @@ def main(argv=None, err=None):
     # libraries Nova pulls in.
     warnings.filterwarnings('ignore', category=DeprecationWarning)
     warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
+    try:
+        # argparse would name the path after --config-fil an unknown
+        # command: say what is wrong instead
+        nova_config_files.named_sources(
+            sys.argv[1:] if argv is None else argv)
+    except errors.OperatorError as error:
+        print('nova-ext-manage: %s' % error, file=err)
+        return 2
     args = build_parser().parse_args(argv)
     try:
         code = _dispatch(args)

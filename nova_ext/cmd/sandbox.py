@@ -13,15 +13,67 @@ import contextlib
 import io
 import logging
 import os
+import socket
 import sys
 import warnings
 
 from nova_ext import errors
+from nova_ext import files
 from nova_ext import numbers
 
 
 class SandboxError(Exception):
     """Printed as one line: ``sandbox: ...``, exit 1."""
+
+
+# In a state directory the sandbox made: it may write nova.conf, nova.log
+# and error.log over the last run's. Any other directory must be empty.
+STATE_MARKER = '.nova-ext-sandbox'
+
+
+def claim_state_dir(path):
+    """Make ``path`` the sandbox's state directory, or refuse it: a
+    directory it did not make (no :data:`STATE_MARKER`) is used only if
+    empty, so an operator's nova.conf or nova.log is never overwritten.
+    """
+    try:
+        os.makedirs(path, exist_ok=True)
+        if os.path.isfile(os.path.join(path, STATE_MARKER)):
+            return
+        if os.listdir(path):
+            raise SandboxError(
+                '--state-dir %s: not empty and not made by nova-ext-sandbox '
+                '(no %s in it); it would overwrite nova.conf and nova.log '
+                'there: name a new or empty directory' % (path,
+                                                          STATE_MARKER))
+        with open(os.path.join(path, STATE_MARKER), 'w') as marker:
+            marker.write('made by nova-ext-sandbox, which writes nova.conf, '
+                         'nova.log and error.log here on every run\n')
+    except FileExistsError:
+        raise SandboxError('--state-dir %s: a file, not a directory' % path)
+    except OSError as error:
+        raise SandboxError('--state-dir %s: %s' % (path, error.strerror))
+
+
+def check_port_free(port):
+    """``--keep-serving PORT``: refused before the scenario runs if
+    nothing could listen there (taken, privileged, out of range).
+    """
+    if not 1 <= port <= 65535:
+        raise SandboxError('--keep-serving %d: a TCP port, 1 to 65535'
+                           % port)
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # as wsgiref's server binds it (SO_REUSEADDR): a port in TIME_WAIT
+        # is free for it
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(('127.0.0.1', port))
+    except OSError as error:
+        raise SandboxError('--keep-serving %d: cannot listen on '
+                           '127.0.0.1:%d: %s' % (port, port,
+                                                 error.strerror))
+    finally:
+        probe.close()
 
 
 def _spread_hosts(racks, total, most):
@@ -103,16 +155,20 @@ def main(argv=None):
         return 1
     except BrokenPipeError:
         return errors.closed_pipe()
+    except OSError as error:
+        # disk full, ulimit -f, a read-only state directory
+        reason = files.describe_os_error(error)
+        if reason is None:
+            raise
+        print('sandbox: %s' % reason, file=sys.stderr)
+        return 1
 
 
 def _main(args):
     warnings.simplefilter('ignore')
-    try:
-        os.makedirs(args.state_dir, exist_ok=True)
-    except OSError as error:
-        raise SandboxError('--state-dir %s: %s' % (
-            args.state_dir, 'a file, not a directory'
-            if isinstance(error, FileExistsError) else error.strerror))
+    if args.keep_serving is not None:
+        check_port_free(args.keep_serving)
+    claim_state_dir(args.state_dir)
     # Nova's log lines (its import-time notices, the thread pools shutting
     # down after the scenario) belong in nova.log, not before the table.
     log_file = logging.FileHandler(

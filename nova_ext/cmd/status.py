@@ -58,6 +58,7 @@ from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
 from nova_ext import conf as ext_conf
+from nova_ext import config_files
 from nova_ext import errors
 
 CONF = cfg.CONF
@@ -425,8 +426,7 @@ def main(argv=None):
         conf.set_override('max_retries', 1, group=group)
         conf.set_override('retry_interval', 1, group=group)
     try:
-        errors.check_config_files(
-            _config_files(argv) or cfg.find_config_files(project='nova'))
+        config_files.check_argv(argv)
         code = upgradecheck.main(conf, project='nova',
                                  upgrade_command=Checks(conf), argv=argv)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
@@ -437,17 +437,6 @@ def main(argv=None):
         return 255
     except BrokenPipeError:
         return errors.closed_pipe()
-
-
-def _config_files(argv):
-    """The --config-file arguments of ``argv``, in order."""
-    files = []
-    for index, arg in enumerate(argv):
-        if arg == '--config-file' and index + 1 < len(argv):
-            files.append(argv[index + 1])
-        elif arg.startswith('--config-file='):
-            files.append(arg.partition('=')[2])
-    return files
 
 
 if __name__ == '__main__':

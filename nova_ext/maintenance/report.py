@@ -7,13 +7,12 @@ node_exporter's textfile collector.
 """
 
 import json
-import os
-import tempfile
 
 import prettytable
 from prometheus_client import core as prometheus_core
 from prometheus_client import exposition as prometheus_exposition
 
+from nova_ext import files
 from nova_ext.maintenance import plan
 
 METRIC_PREFIX = 'nova_ext_spread_'
@@ -133,18 +132,7 @@ def write_atomically(path, text):
     and a rename: node_exporter's textfile collector never reads half a
     file.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix='.nova-ext-',
-                                     suffix='.tmp')
-    try:
-        with os.fdopen(fd, 'w') as stream:
-            stream.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    files.write_atomically(path, text)
 
 
 # -- plans --------------------------------------------------------------------

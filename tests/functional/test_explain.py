@@ -375,6 +375,18 @@ class ExplainTest(ExplainTestCase):
             self.assertEqual(1, len(str(error).splitlines()), assignment)
         self.assertEqual(10.0, CONF.nova_ext.bin_packing_weight_multiplier)
 
+    def test_what_if_with_an_unknown_filter_names_it(self):
+        # issue 42: "unexpected SchedulerHostFilterNotFound"
+        error = self.assertRaises(
+            explain.ExplainError, explain.run,
+            parse('--flavor', 'm1', '--set',
+                  'filter_scheduler.enabled_filters=ComputeFilter,'
+                  'NoSuchFilter'), CONF, io.StringIO())
+        self.assertEqual(
+            'explain: [filter_scheduler] enabled_filters (with --set) names '
+            'NoSuchFilter, which no [filter_scheduler] available_filters '
+            'provides (nova-scheduler would not start)', str(error))
+
     # -- --num: a multi-create -------------------------------------------
 
     def test_num_places_each_instance_as_a_multi_create_does(self):

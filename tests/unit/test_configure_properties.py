@@ -28,6 +28,7 @@ import tempfile
 
 import hypothesis
 from hypothesis import strategies as st
+from oslo_config import cfg
 from oslo_config import types
 import sqlalchemy.engine
 import testtools
@@ -169,12 +170,20 @@ def nova_confs(draw, owned=True):
 
 FEATURE_SETS = st.lists(st.sampled_from(configure.FEATURES), unique=True,
                         min_size=0, max_size=5)
+# '$' starts an interpolation for oslo.config: each must read back as
+# given.
+DOLLAR_VALUES = st.one_of(
+    st.sampled_from(['Pa$word9', '/var/lib/$nosuchvar', '$', '$$', '${x}',
+                     'a$', '$state_path/x', '"$q"', 'u:p$@h']),
+    st.text(st.sampled_from('a$ {}_'), min_size=1, max_size=8).map(
+        lambda v: v.strip()))
 SETS = st.lists(st.tuples(
     st.sampled_from(['placement', 'libvirt', 'DEFAULT', 'workarounds',
                      'Placement']),
     st.from_regex(r'[a-z_][a-z0-9_]{0,8}', fullmatch=True),
     st.one_of(PLAIN_VALUE.map(lambda v: v.strip()).filter(
-        lambda v: not configure._CONTROL.search(v)), urls())),
+        lambda v: not configure._CONTROL.search(v)), urls(),
+        DOLLAR_VALUES)),
     max_size=3, unique_by=lambda item: (item[0].lower(), item[1]))
 
 
@@ -238,6 +247,16 @@ def _set(view, group, key, value):
     view.setdefault(group, {})[key] = None if value is None else [value]
 
 
+def _set_or_undo(view, group, key, ours, undo):
+    """configure writes ``ours``; --undo takes out only that value: any
+    other is the operator's and stays.
+    """
+    if not undo:
+        _set(view, group, key, ours)
+    elif effective(view, group, key) == ours:
+        _set(view, group, key, None)
+
+
 def _items(view, key, default):
     value = effective(view, 'filter_scheduler', key)
     if value is None:
@@ -293,19 +312,19 @@ def expected_view(before, features, undo, sets):
                     if configure.OUR_WEIGHERS not in weighers
                     else weighers))
     if 'request_filters' in features:
-        _set(view, 'nova_ext', 'request_filters',
-             None if undo else configure.REQUEST_FILTERS)
+        _set_or_undo(view, 'nova_ext', 'request_filters',
+                     configure.REQUEST_FILTERS, undo)
     if 'quota' in features:
-        _set(view, 'nova_ext', 'quota_driver',
-             None if undo else configure.QUOTA_DRIVER)
+        _set_or_undo(view, 'nova_ext', 'quota_driver',
+                     configure.QUOTA_DRIVER, undo)
     if 'libvirt_driver' in features:
         if not undo:
             _set(view, 'DEFAULT', 'compute_driver', SHIM)
         elif effective(view, 'DEFAULT', 'compute_driver') == SHIM:
             _set(view, 'DEFAULT', 'compute_driver',
                  configure.NOVA_LIBVIRT_DRIVER)
-        _set(view, 'nova_ext', 'guest_mutators',
-             None if undo else configure.GUEST_MUTATORS)
+        _set_or_undo(view, 'nova_ext', 'guest_mutators',
+                     configure.GUEST_MUTATORS, undo)
     on = set()
     if effective(view, 'nova_ext', 'quota_driver'):
         on.add('quota')
@@ -332,8 +351,9 @@ def expected_view(before, features, undo, sets):
             raise Unsafe(section)
         _set(view, section, 'connection', with_plugin(url, not undo))
     for section, key, value in sets:
-        _set(view, configure.group_name(section), key,
-             None if undo else value)
+        # written with each '$' doubled: oslo.config reads '$$' as '$'
+        _set_or_undo(view, configure.group_name(section), key,
+                     value.replace('$', '$$'), undo)
     return view
 
 
@@ -390,9 +410,26 @@ class ConfigurePropertiesCase(testtools.TestCase):
         self.assertIsNotNone(expected, 'an unsafe edit was made')
         after = configure.oslo_view(path)
         compare_views(self, expected, after, owned)
+        if not undo:
+            self.assert_reads_back(path, sets)
         self.assertEqual(['.nova.conf.nova-ext-lock', 'nova.conf'],
                          sorted(os.listdir(self.dir)))
         return expected, after
+
+    def assert_reads_back(self, path, sets):
+        """Each ``--set`` value is what oslo.config gives a service that
+        registers the option (interpolation included).
+        """
+        # oslo.config registers no option named with a leading '_'
+        sets = [item for item in sets if not item[1].startswith('_')]
+        conf = cfg.ConfigOpts()
+        for section, key, _value in sets:
+            conf.register_opt(cfg.StrOpt(key), group=section)
+        conf(['--config-file', path], default_config_files=[],
+             default_config_dirs=[])
+        for section, key, value in sets:
+            self.assertEqual(value, conf[section][key],
+                             '--set %s.%s' % (section, key))
 
 
 class TestConfigureProperties(ConfigurePropertiesCase):
@@ -482,6 +519,18 @@ REGRESSIONS = [
     # an item split without a comma: refused, naming the line
     ('[filter_scheduler]\nenabled_filters = A,\n  B\n  C\n', ['filters'],
      False, []),
+    # issue 42: --undo took out the operator's own values
+    ('[database]\nconnection = mysql+pymysql://nova:pw@db/nova\n',
+     [], True, [('database', 'connection', 'sqlite://')]),
+    ('[nova_ext]\nrequest_filters = maintenance\nquota_driver = mine\n'
+     'guest_mutators = oem_strings\n',
+     ['request_filters', 'quota', 'libvirt_driver'], True, []),
+    # issue 42: '$' read as an interpolation
+    ('[DEFAULT]\n', [], False, [('placement', 'password', 'Pa$word9'),
+                                ('DEFAULT', 'state_path',
+                                 '/var/lib/$nosuchvar')]),
+    ('[placement]\npassword = Pa$$word9\n', [], True,
+     [('placement', 'password', 'Pa$word9')]),
 ]
 
 

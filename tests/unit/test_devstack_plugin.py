@@ -261,7 +261,10 @@ class DevStackPluginTest(DevStackHarnessTestCase):
 
         # clean takes out what post-config put in, toggles aside, and the
         # filter settings added to what lib/nova wrote.
-        self.run_harness('clean', NOVA_EXT_ENABLE_QUOTA='False')
+        # (clean.sh sources the same local.conf as stack.sh: the failure
+        # domain configure wrote is the one it takes out)
+        self.run_harness('clean', NOVA_EXT_ENABLE_QUOTA='False',
+                         NOVA_EXT_FAILURE_DOMAIN='rack:r1')
         self.assertEqual(before.replace(',' + OUR_FILTER, ''),
                          self.read(self.nova_conf))
         self.assertFalse(os.path.exists(self.shim))
@@ -421,7 +424,7 @@ class DevStackPluginTest(DevStackHarnessTestCase):
         self.assertIn('--config-file %s driver check' % self.cpu_conf,
                       result.stderr)
         self.assertEqual([], self.recorded('warn'))
-        self.run_harness('clean')
+        self.run_harness('clean', NOVA_EXT_FAILURE_DOMAIN='row:b,rack:r2')
         self.assertNotIn('nova_ext', read_ini(self.nova_conf))
 
     def test_settings_append_the_filter_once(self):

@@ -5,6 +5,7 @@ tests/functional/test_libvirt_driver.py).
 """
 
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -96,6 +97,24 @@ class TestShim(testtools.TestCase):
                       result.stderr)
         self.assertIn('Permission denied', result.stderr)
         self.assertFalse(os.path.exists(self.path))
+
+    def test_a_failed_write_leaves_nothing_in_nova_s_package(self):
+        # issue 42: under ulimit -f 0 the temporary file stayed behind,
+        # empty, in nova/virt, and the error was a traceback
+        def no_file_may_grow():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+        result = subprocess.run(
+            [sys.executable, '-c',
+             'import sys; from nova_ext.virt.libvirt import shim\n'
+             'try:\n'
+             '    shim.install(sys.argv[1])\n'
+             'except shim.ShimError as e:\n'
+             '    sys.exit(str(e))\n', self.virt_dir],
+            capture_output=True, text=True, preexec_fn=no_file_may_grow)
+        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertEqual('cannot write %s: File too large' % self.path,
+                         result.stderr.strip())
+        self.assertEqual([], os.listdir(self.virt_dir))
 
     def test_source_checkout_of_nova_is_found_where_it_is(self):
         # DevStack's Nova: a source tree on the path (pip install -e)

@@ -20,6 +20,7 @@ import os
 import tempfile
 
 from nova_ext import errors
+from nova_ext import files
 
 MODULE = 'nova_ext_libvirt'
 COMPUTE_DRIVER = MODULE + '.LibvirtDriver'
@@ -97,13 +98,13 @@ def install(virt_dir=None):
                         '(other content); not overwriting it: move it '
                         'away, then install again' % _path(virt_dir))
     _refuse_unless_writable(virt_dir)
-    # atomic: a nova-compute starting meanwhile sees the old or new file
-    fd, tmp = tempfile.mkstemp(dir=virt_dir, prefix='.nova-ext-',
-                               suffix='.py')
-    with os.fdopen(fd, 'w') as shim:
-        shim.write(CONTENT)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, _path(virt_dir))
+    # atomic: a nova-compute starting meanwhile sees the old or new file;
+    # a failed write (disk full, ulimit -f) leaves nothing in Nova's package
+    try:
+        files.write_atomically(_path(virt_dir), CONTENT)
+    except OSError as error:
+        raise ShimError('cannot write %s: %s' % (_path(virt_dir),
+                                                 error.strerror))
     return 'installed: %s' % _path(virt_dir)
 
 
