@@ -139,15 +139,24 @@ def record_and_compare(active, conf=CONF):
     try:
         db.record_activation(conf, active['host'], active['binary'],
                              os.getpid(), active['quota_driver'])
-        problems = consistency_problems(conf, active['quota_driver'])
+        problems = list(_problems(conf, active['quota_driver']))
     except Exception as error:  # noqa: see the module docstring
         LOG.error('nova-ext: could not record the quota driver activation '
                   '(did you run "nova-ext-manage db sync"?): %s', error)
         return
-    for problem in problems:
-        LOG.error('nova-ext: %s; per-flavor quotas are only as strong as '
-                  'the weakest process: run "nova-ext-manage quota check"',
-                  problem)
+    for problem, recorded in problems:
+        if recorded:
+            LOG.error('nova-ext: %s; per-flavor quotas are only as strong '
+                      'as the weakest process: run "nova-ext-manage quota '
+                      'check"', problem)
+        else:
+            # It may be starting now, registered but not yet activated (a
+            # cloud's services start in any order): quota check, run once
+            # they all run, is the one to say for sure.
+            LOG.warning('nova-ext: %s, or it is still starting; per-flavor '
+                        'quotas are only as strong as the weakest process: '
+                        'run "nova-ext-manage quota check" once every '
+                        'service runs', problem)
 
 
 # What ``quota check`` shows for a cell conductor that recorded nothing.
@@ -204,19 +213,25 @@ def consistency_problems(conf, expected_driver):
     """Processes that recorded a different quota driver, and Nova API and
     conductor services that never recorded any.
     """
-    problems = []
+    return [problem for problem, _recorded in _problems(conf,
+                                                        expected_driver)]
+
+
+def _problems(conf, expected_driver):
+    """(problem, whether the process recorded an activation) of each that
+    disagrees.
+    """
     for binary, host, driver, when, agrees in activation_states(
             conf, expected_driver):
         if agrees:
             continue
         if when is None:
-            problems.append('%s on %s has not activated nova-ext (no '
-                            '?plugin=nova_ext in its [api_database] '
-                            'connection, or not restarted)' % (binary, host))
+            yield ('%s on %s has not activated nova-ext (no '
+                   '?plugin=nova_ext in its [api_database] connection, or '
+                   'not restarted)' % (binary, host)), False
         else:
-            problems.append('%s on %s runs quota driver %s, not %s' % (
-                binary, host, driver or 'none', expected_driver))
-    return problems
+            yield ('%s on %s runs quota driver %s, not %s' % (
+                binary, host, driver or 'none', expected_driver)), True
 
 
 def nova_services_by_cell(conf):
