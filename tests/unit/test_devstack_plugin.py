@@ -11,14 +11,15 @@ of its own) put first on PYTHONPATH: the real Nova tree is shared with the
 functional tests running alongside, which install the same module and would
 lose it to this test's ``clean``.
 
-Service names come from DevStack, not from us: tests/devstack/devstack-services.txt
-(written by tools/devstack_services.py from DevStack's stackrc and lib/)
-holds every name DevStack gives a service, and stackrc's default
-ENABLED_SERVICES. The harness runs with that default unless a test names
-another node's services, which must be DevStack's names too. With a DevStack
-checkout (NOVA_EXT_DEVSTACK_DIR, or where Zuul or DevStack put one) every
-test also runs through DevStack's own functions and stackrc, and the list is
-compared with what the checkout says now.
+Service names come from DevStack, not from us:
+tests/devstack/devstack-services.txt (written by tools/devstack_services.py
+from DevStack's stackrc and lib/) holds every name DevStack gives a
+service, and stackrc's default ENABLED_SERVICES. The harness runs with that
+default unless a test names another node's services, which must be
+DevStack's names too. With a DevStack checkout (NOVA_EXT_DEVSTACK_DIR, or
+where Zuul or DevStack put one) every test also runs through DevStack's own
+functions and stackrc, and the list is compared with what the checkout says
+now.
 """
 
 import os

@@ -20,8 +20,8 @@ import tempfile
 
 from nova.scheduler import filters as nova_filters
 from nova.scheduler import weights as nova_weights
-from oslo_config import cfg
 import os_traits
+from oslo_config import cfg
 from tempest import config as tempest_config
 import testtools
 
@@ -241,10 +241,11 @@ class DocumentedNamesTest(testtools.TestCase):
 
     def test_every_documented_option_is_registered(self):
         known = nova_options()
-        for listed in (tempest_options(), *(_names(_entry_point(ns)) for ns in (
-                'placement.conf', 'oslo.db', 'oslo.log', 'oslo.messaging',
-                'oslo.policy', 'oslo.concurrency',
-                'keystonemiddleware.auth_token'))):
+        for listed in (tempest_options(), *(
+                _names(_entry_point(ns)) for ns in (
+                    'placement.conf', 'oslo.db', 'oslo.log', 'oslo.messaging',
+                    'oslo.policy', 'oslo.concurrency',
+                    'keystonemiddleware.auth_token'))):
             for group, names in listed.items():
                 known.setdefault(group, set()).update(names)
         paths = [os.path.join(TOP, 'README.md')]
