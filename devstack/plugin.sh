@@ -35,10 +35,12 @@ function nova_ext_feature_flags {
     # Request filters run in nova-scheduler, activated there by the engine
     # plugin (?plugin=nova_ext) that "configure --request-filters" puts on
     # its [api_database] connection, whatever the filters and weighers
-    # toggles say. A node without n-sched gets none; tempest's flags follow
-    # the toggle: they describe the cloud's scheduler, wherever it runs.
+    # toggles say. A node without n-sch (DevStack's name for
+    # nova-scheduler: stackrc, lib/nova's run_process) gets none; tempest's
+    # flags follow the toggle: they describe the cloud's scheduler,
+    # wherever it runs.
     if [[ "$NOVA_EXT_ENABLE_REQUEST_FILTERS" == "True" ]] && \
-            { [[ "$target" == "tempest" ]] || is_service_enabled n-sched; }; then
+            { [[ "$target" == "tempest" ]] || is_service_enabled n-sch; }; then
         NOVA_EXT_FLAGS+=(--request-filters)
     fi
     [[ "$NOVA_EXT_ENABLE_QUOTA" == "True" ]] && NOVA_EXT_FLAGS+=(--quota)
@@ -175,7 +177,7 @@ function check_nova_ext {
     fi
     # The upgrade check (doc/source/upgrades.rst): release, Nova internals,
     # driver shim, nova-ext's tables, quota activation, aggregate metadata.
-    if is_service_enabled n-api n-cond n-sched; then
+    if is_service_enabled n-api n-cond n-sch; then
         if ! "$NOVA_BIN_DIR/nova-ext-status" --config-file "$NOVA_CONF" upgrade check; then
             warn $LINENO "nova-ext: nova-ext-status upgrade check found a problem (table above)"
         fi

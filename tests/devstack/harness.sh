@@ -12,6 +12,15 @@
 # stack.sh's run_phase does. "devstack <step>" instead replays the few lines
 # of lib/nova and lib/tempest that write what the plugin later edits.
 #
+# With HARNESS_DEVSTACK_DIR naming a DevStack checkout, DevStack's own
+# functions (its "functions" file: functions-common, inc/ini-config,
+# inc/python) and stackrc are sourced instead, and only what would touch
+# the machine or end the stack is replaced (pip_install, setup_develop,
+# safe_chown, die, warn, echo_summary). ENABLED_SERVICES, when the test
+# sets none, is then stackrc's default; without a checkout it is the
+# "default" names of tests/devstack/devstack-services.txt, which
+# tools/devstack_services.py wrote from stackrc.
+#
 # pip_install, setup_develop and safe_chown only record their arguments (and
 # the content of -r files) in $NOVA_EXT_HARNESS_DIR/calls.log: nova-ext is
 # already installed in the test environment, and the tests must not touch
@@ -21,13 +30,33 @@
 # Variables the tests may set: ENABLED_SERVICES, DISABLED_SERVICES (what
 # local.conf's disable_service leaves), VIRT_DRIVER, GLOBAL_VENV,
 # CELLSV2_SETUP, USE_VENV, OFFLINE, TEMPEST_PLUGINS, NOVA_BIN_DIR (default:
-# this checkout's .venv/bin), HARNESS_TEMPEST_PYTHON, NOVA_EXT_DIR and the
-# other NOVA_EXT_* settings.
-set -o errexit -o nounset -o pipefail
+# this checkout's .venv/bin), HARNESS_TEMPEST_PYTHON, HARNESS_DEVSTACK_DIR,
+# NOVA_EXT_DIR and the other NOVA_EXT_* settings.
+set -o errexit -o pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HARNESS_DIR=${NOVA_EXT_HARNESS_DIR:?set NOVA_EXT_HARNESS_DIR to a scratch directory}
 CALLS=$HARNESS_DIR/calls.log
+DEVSTACK_DIR=${HARNESS_DEVSTACK_DIR:-}
+
+if [[ -n "$DEVSTACK_DIR" ]]; then
+    # As stack.sh: its functions, then stackrc (which keeps an
+    # ENABLED_SERVICES already set, as local.conf's would be). Without
+    # nounset, as stack.sh runs unless NOUNSET is set: DevStack's functions
+    # read variables nothing sets (DISABLED_SERVICES).
+    # shellcheck disable=SC2034  # DevStack's files read it
+    TOP_DIR=$DEVSTACK_DIR
+    # shellcheck source=/dev/null
+    source "$DEVSTACK_DIR/functions"
+    # shellcheck source=/dev/null
+    source "$DEVSTACK_DIR/stackrc"
+else
+    # stackrc's default, as tools/devstack_services.py read it
+    ENABLED_SERVICES=${ENABLED_SERVICES:-$(awk '$2 == "default" { print $1 }' \
+        "$TOP/tests/devstack/devstack-services.txt" | paste -sd, -)}
+    # the plugin must not read a variable DevStack may leave unset
+    set -o nounset
+fi
 
 # --- functions-common / functions -----------------------------------------
 
@@ -53,6 +82,8 @@ function warn {
 function echo_summary {
     echo "summary: $*"
 }
+
+if [[ -z "$DEVSTACK_DIR" ]]; then
 
 # trueorfalse default VARNAME: True/False from the variable's value, the
 # default for anything unrecognised (unset included).
@@ -98,6 +129,8 @@ function disable_service {
     done
 }
 
+fi
+
 function safe_chown {
     echo "safe_chown $*" >> "$CALLS"
 }
@@ -121,6 +154,8 @@ function pip_install {
 function setup_develop {
     echo "setup_develop $*" >> "$CALLS"
 }
+
+if [[ -z "$DEVSTACK_DIR" ]]; then
 
 # --- inc/ini-config -------------------------------------------------------
 # Sections are [name] lines; options "name = value" lines up to the next
@@ -214,6 +249,8 @@ function iniadd {
     iniset_multiline "$file" "$section" "$option" "${values[@]}" "$@"
 }
 
+fi
+
 # --- stackrc, lib/nova, lib/tempest variables ------------------------------
 
 DEST=$HARNESS_DIR/opt/stack
@@ -221,7 +258,6 @@ DATA_DIR=$DEST/data
 mkdir -p "$DEST" "$DATA_DIR"
 # enable_plugin clones the plugin to $DEST/<name>; here, this checkout.
 [[ -e "$DEST/nova-ext" ]] || ln -s "$TOP" "$DEST/nova-ext"
-ENABLED_SERVICES=${ENABLED_SERVICES:-n-api,n-cond,n-sched,n-cpu,placement-api,tempest}
 VIRT_DRIVER=${VIRT_DRIVER:-libvirt}
 GLOBAL_VENV=${GLOBAL_VENV:-True}
 STACK_USER=${STACK_USER:-stack}
@@ -265,7 +301,10 @@ function devstack_step {
             iniset "$NOVA_CONF" DEFAULT debug True
             iniset "$NOVA_CONF" filter_scheduler enabled_filters "$NOVA_FILTERS"
             iniset "$NOVA_CONF" scheduler workers 2
-            if is_service_enabled n-api n-cond n-sched; then
+            # lib/nova's own test, spelling included: n-sched matches no
+            # DevStack service, so a scheduler-only node gets no database
+            # URL from lib/nova (local.conf's post-config must add it)
+            if is_service_enabled n-api n-cond n-sched n-spice n-novnc n-sproxy; then
                 if [[ "$CELLSV2_SETUP" == "singleconductor" ]]; then
                     iniset "$NOVA_CONF" database connection "$(database_connection_url nova_cell1)"
                 else

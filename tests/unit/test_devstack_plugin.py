@@ -10,6 +10,16 @@ DevStack's MySQL URLs would be. ``driver install`` writes into a scratch
 of its own) put first on PYTHONPATH: the real Nova tree is shared with the
 functional tests running alongside, which install the same module and would
 lose it to this test's ``clean``.
+
+Service names come from DevStack, not from us:
+tests/devstack/devstack-services.txt (written by tools/devstack_services.py
+from DevStack's stackrc and lib/) holds every name DevStack gives a
+service, and stackrc's default ENABLED_SERVICES. The harness runs with that
+default unless a test names another node's services, which must be
+DevStack's names too. With a DevStack checkout (NOVA_EXT_DEVSTACK_DIR, or
+where Zuul or DevStack put one) every test also runs through DevStack's own
+functions and stackrc, and the list is compared with what the checkout says
+now.
 """
 
 import os
@@ -17,6 +27,8 @@ import re
 import sqlite3
 import subprocess
 import sys
+
+import fnmatch
 
 import fixtures
 from oslo_config import cfg
@@ -30,6 +42,14 @@ HARNESS = os.path.join(TOP, 'tests', 'devstack', 'harness.sh')
 SHELL_FILES = [os.path.join(TOP, 'devstack', 'settings'),
                os.path.join(TOP, 'devstack', 'plugin.sh'), HARNESS]
 BIN = os.path.dirname(sys.executable)
+SERVICES_LIST = os.path.join(TOP, 'tests', 'devstack', 'devstack-services.txt')
+DEVSTACK_SERVICES_TOOL = os.path.join(TOP, 'tools', 'devstack_services.py')
+# Where a DevStack checkout is found: the variable, Zuul's required-projects
+# place, DevStack's own.
+DEVSTACK_CHECKOUTS = [
+    os.environ.get('NOVA_EXT_DEVSTACK_DIR', ''),
+    os.path.expanduser('~/src/opendev.org/openstack/devstack'),
+    '/opt/stack/devstack']
 
 DEVSTACK_FILTERS = ['ComputeFilter', 'ComputeCapabilitiesFilter',
                     'ImagePropertiesFilter', 'ServerGroupAntiAffinityFilter',
@@ -38,6 +58,54 @@ DEVSTACK_FILTERS = ['ComputeFilter', 'ComputeCapabilitiesFilter',
 OUR_FILTER = 'FailureDomainAntiAffinityFilter'
 FLAGS = ['failure_domain_filter', 'bin_packing_weigher', 'host_class',
          'maintenance', 'per_flavor_quota', 'libvirt_driver']
+
+
+def devstack_services():
+    """(stackrc's default ENABLED_SERVICES, every DevStack service name or
+    name pattern), from the checked-in list.
+    """
+    defaults, names = [], []
+    with open(SERVICES_LIST) as f:
+        for line in f:
+            fields = line.split('#')[0].split()
+            if fields:
+                names.append(fields[0])
+                if fields[1:] == ['default']:
+                    defaults.append(fields[0])
+    return defaults, names
+
+
+def is_devstack_service(name):
+    # "*" stands for what DevStack puts in a name (a cell number): at
+    # least one character
+    return any(re.fullmatch(fnmatch.translate(pattern).replace('.*', '.+'),
+                            name) for pattern in devstack_services()[1])
+
+
+def services_settings_enables():
+    """The services devstack/settings itself enables (the plugin's own)."""
+    with open(os.path.join(TOP, 'devstack', 'settings')) as f:
+        return {name for line in re.findall(
+            r'^\s*enable_service\s+(.*)$', f.read(), re.MULTILINE)
+            for name in line.split()}
+
+
+def services_asked_about(path):
+    """Every name ``path`` hands ``is_service_enabled``."""
+    with open(path) as f:
+        text = f.read()
+    return {name for words in re.findall(
+        r'\bis_service_enabled((?:[ \t]+[\w.$-]+)+)', text)
+        for name in words.split()}
+
+
+def devstack_checkout():
+    for path in DEVSTACK_CHECKOUTS:
+        if path and all(os.path.isfile(os.path.join(path, name))
+                        for name in ('stackrc', 'functions',
+                                     'functions-common')):
+            return path
+    return None
 
 
 def read_ini(path):
@@ -113,6 +181,14 @@ class DevStackHarnessTestCase(testtools.TestCase):
         return virt
 
     def run_harness(self, *args, ok=True, **env):
+        # A node's services are named as DevStack names them: a name of
+        # our own spelling would be enabled here and nowhere else.
+        services = env.get('ENABLED_SERVICES')
+        if services is not None:
+            unknown = [name for name in services.split(',')
+                       if not is_devstack_service(name)]
+            self.assertEqual([], unknown, 'not DevStack service names '
+                             '(tests/devstack/devstack-services.txt)')
         result = subprocess.run(
             [HARNESS] + list(args), env=dict(self.env, **env),
             capture_output=True, text=True, timeout=300)
@@ -396,7 +472,7 @@ class DevStackPluginTest(DevStackHarnessTestCase):
         self.run_harness('clean')
 
         # A controller without nova-compute keeps Nova's driver.
-        self.stack_to_post_config(ENABLED_SERVICES='n-api,n-cond,n-sched')
+        self.stack_to_post_config(ENABLED_SERVICES='n-api,n-cond,n-sch')
         self.assertEqual('libvirt.LibvirtDriver', one(
             read_ini(self.nova_conf), 'DEFAULT', 'compute_driver'))
         self.assertFalse(os.path.exists(self.shim))
@@ -520,7 +596,7 @@ class DevStackShapesTest(DevStackHarnessTestCase):
                       result.stderr)
         # without tempest there is nothing to ask for
         self.run_harness('stack', 'install', OFFLINE='True',
-                         ENABLED_SERVICES='n-api,n-cond,n-sched,n-cpu')
+                         ENABLED_SERVICES='n-api,n-cond,n-sch,n-cpu')
         # with it, test-config leaves the install to lib/tempest and stops
         # clearly if the plugin did not land in tempest's venv
         self.stack_to_post_config()
@@ -549,3 +625,132 @@ class DevStackShapesTest(DevStackHarnessTestCase):
             self.assertIn('%s: unchanged' % path, result.stdout)
         self.assertEqual(before, self.read(self.cell1_conf))
         self.assertIn('quota left out for cell-conductor', result.stderr)
+
+
+class DevStackDefaultServicesTest(DevStackHarnessTestCase):
+    """The plugin on the node DevStack builds when local.conf names no
+    services (stackrc's ENABLED_SERVICES), and on a scheduler-only node.
+    """
+
+    def test_default_services_get_every_scheduler_feature(self):
+        # the harness runs with stackrc's default when given none
+        self.assertNotIn('ENABLED_SERVICES', self.env)
+        toggles = {'NOVA_EXT_ENABLE_REQUEST_FILTERS': 'True'}
+        self.stack_to_post_config(**toggles)
+        conf = read_ini(self.nova_conf)
+        self.assertEqual('maintenance,host_class,failure_domain',
+                         one(conf, 'nova_ext', 'request_filters'))
+        self.assertIn('--request-filters', ' '.join(
+            self.recorded('')) + self.run_harness(
+                'stack', 'post-config', **toggles).stderr)
+
+    def test_api_database_gets_the_engine_plugin_with_quota_off(self):
+        # doc/source/devstack.rst: the request filters alone put
+        # ?plugin=nova_ext on [api_database] (nova-scheduler activates them
+        # through it); quota's [database] one stays out
+        toggles = {'NOVA_EXT_ENABLE_REQUEST_FILTERS': 'True',
+                   'NOVA_EXT_ENABLE_QUOTA': 'False',
+                   'NOVA_EXT_ENABLE_FILTERS': 'False',
+                   'NOVA_EXT_ENABLE_WEIGHERS': 'False'}
+        self.stack_to_post_config(**toggles)
+        conf = read_ini(self.nova_conf)
+        self.assertEqual(
+            'sqlite:///%s/opt/stack/data/nova_api.sqlite?plugin=nova_ext'
+            % self.dir, one(conf, 'api_database', 'connection'))
+        self.assertNotIn('plugin=', one(conf, 'database', 'connection'))
+
+    def test_scheduler_only_node(self):
+        node = {'ENABLED_SERVICES': 'n-sch'}
+        self.run_harness('devstack', 'create_nova_conf', **node)
+        # lib/nova writes no database URL on a node running only n-sch (its
+        # own test asks for "n-sched"); local.conf's post-config adds them,
+        # as it must for nova-scheduler to start at all
+        self.assertNotIn('api_database', read_ini(self.nova_conf))
+        with open(self.nova_conf, 'a') as f:
+            f.write('[database]\nconnection = sqlite:///%s/opt/stack/data/'
+                    'nova_cell0.sqlite\n[api_database]\nconnection = '
+                    'sqlite:///%s\n' % (self.dir, self.api_db))
+        self.run_harness('devstack', 'init_nova', **node)
+        self.run_harness('stack', 'install', **node)
+        self.run_harness('stack', 'post-config', **node)
+        conf = read_ini(self.nova_conf)
+        self.assertEqual('maintenance,host_class,failure_domain',
+                         one(conf, 'nova_ext', 'request_filters'))
+        self.assertTrue(one(conf, 'api_database', 'connection').endswith(
+            '?plugin=nova_ext'))
+        result = self.run_harness('stack', 'extra', **node)
+        self.assertIn('nova-ext Upgrade Check Results', result.stdout)
+
+
+class DevStackNamesTest(testtools.TestCase):
+    """Every service name the plugin asks DevStack about is one DevStack
+    gives a service (or one devstack/settings enables itself).
+    """
+
+    def test_every_service_the_plugin_asks_about_is_devstacks(self):
+        ours = services_settings_enables()
+        self.assertEqual({'nova-ext'}, ours)
+        for path in (os.path.join(TOP, 'devstack', 'plugin.sh'),
+                     os.path.join(TOP, 'devstack', 'settings')):
+            asked = services_asked_about(path)
+            self.assertTrue(asked, path)
+            self.assertEqual(
+                [], sorted(name for name in asked - ours
+                           if not is_devstack_service(name)),
+                '%s asks is_service_enabled about names DevStack does not '
+                'give any service (tests/devstack/devstack-services.txt)'
+                % path)
+
+    def test_the_check_catches_a_name_of_our_own(self):
+        # the class this list exists for: nova-scheduler is n-sch
+        self.assertTrue(is_devstack_service('n-sch'))
+        self.assertTrue(is_devstack_service('n-cond-cell2'))
+        for name in ('n-sched', 'nova-scheduler', 'n-cond-cell', 'n-schx'):
+            self.assertFalse(is_devstack_service(name), name)
+
+    def test_the_default_is_stackrcs_and_runs_the_scheduler(self):
+        defaults, _names = devstack_services()
+        for service in ('n-api', 'n-cond', 'n-sch', 'n-cpu', 'tempest'):
+            self.assertIn(service, defaults)
+
+    def test_the_list_is_what_devstack_says_now(self):
+        checkout = devstack_checkout()
+        if checkout is None:
+            self.skipTest('no DevStack checkout (set NOVA_EXT_DEVSTACK_DIR)')
+
+        def names(text):
+            return [line.split('#')[0].split() for line in
+                    text.splitlines() if line.split('#')[0].strip()]
+
+        result = subprocess.run(
+            [sys.executable, DEVSTACK_SERVICES_TOOL, checkout],
+            capture_output=True, text=True, check=True)
+        with open(SERVICES_LIST) as f:
+            self.assertEqual(names(result.stdout), names(f.read()),
+                             'DevStack at %s names its services otherwise: '
+                             'run tools/devstack_services.py %s > %s'
+                             % (checkout, checkout, SERVICES_LIST))
+
+
+class RealDevStackMixin:
+    """The same phases through DevStack's own functions and stackrc."""
+
+    def setUp(self):
+        super().setUp()
+        checkout = devstack_checkout()
+        if checkout is None:
+            self.skipTest('no DevStack checkout (set NOVA_EXT_DEVSTACK_DIR)')
+        self.env['HARNESS_DEVSTACK_DIR'] = checkout
+
+
+class RealDevStackPluginTest(RealDevStackMixin, DevStackPluginTest):
+    pass
+
+
+class RealDevStackDefaultServicesTest(RealDevStackMixin,
+                                      DevStackDefaultServicesTest):
+    pass
+
+
+class RealDevStackShapesTest(RealDevStackMixin, DevStackShapesTest):
+    pass
