@@ -8,6 +8,7 @@ the test reads what the user sees (HTTP code and message, server status
 and fault).
 """
 
+import contextlib
 import io
 import logging
 import threading
@@ -50,9 +51,17 @@ class QuotaTestCase(base.NovaExtTestCase):
         self.general = self.create_flavor('general', vcpu=1, memory_mb=512)
 
     def quota(self, *argv, expect_rc=0):
-        """Run ``nova-ext-manage quota|db ...`` against this cloud."""
+        """Run ``nova-ext-manage quota|db ...`` against this cloud (a
+        usage error: rc 2 and argparse's message).
+        """
         out = io.StringIO()
-        args = manage.build_parser().parse_args(list(argv))
+        usage = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(usage):
+                args = manage.build_parser().parse_args(list(argv))
+        except SystemExit as error:
+            self.assertEqual(expect_rc, error.code, usage.getvalue())
+            return usage.getvalue()
         try:
             command = manage.CATEGORIES[args.category]
             rc = command.run(args, cloud.CONF, out)
@@ -286,11 +295,11 @@ class ValidationTest(QuotaTestCase):
                 (['--class', 'tpu', '--instances', '1'],
                  "unknown flavor class 'tpu'"),
                 (['--class', 'gpu', '--instances', '-2'],
-                 '--instances -2: a limit is -1 (unlimited) or from 0 to '
-                 '2147483647'),
+                 "argument --instances: '-2' must be a whole number from "
+                 "-1 to 2147483647"),
                 (['--class', 'gpu'], 'give at least one of')):
             out = self.quota('quota', 'set', '--project', self.project,
-                             *argv, expect_rc=1)
+                             *argv, expect_rc=2 if '-2' in argv else 1)
             self.assertIn(message, out)
         self.assertNotIn('gpu', self.quota('quota', 'show'))
 
