@@ -137,7 +137,7 @@ class MaintenanceTest(PreFilterTestCase):
         for host, message in (
                 ('host', 'no resource provider named host in placement'),
                 ('HOST1', 'no resource provider named HOST1'),
-                ('host1 ', 'no resource provider named host1 '),
+                ('host1 ', 'leading or trailing whitespace'),
                 ('host1&name=host2', 'no resource provider named host1&'),
                 ('host1\n', 'not a compute node name')):
             args = manage.build_parser().parse_args(
