@@ -107,8 +107,10 @@ def parse_args(argv):
         help='where nova.conf and nova.log are written (default: '
              '%(default)s)')
     parser.add_argument(
+        # a number here; whether it is a port, and free, check_port_free
+        # says in one line before the scenario runs
         '--keep-serving', type=numbers.argument(
-            numbers.parse_whole_number, 0, 65535),
+            numbers.parse_whole_number, 0, numbers.DEFAULT_MAXIMUM),
         metavar='PORT',
         help='after the scenario, keep serving the compute API on '
              '127.0.0.1:PORT until Ctrl-C')

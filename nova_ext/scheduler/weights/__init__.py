@@ -267,8 +267,7 @@ def outranked(slot, totals, broken, weighed_obj_list, host_states,
     slot when no request is open.
     """
     before = [getattr(weighed, 'weight', 0.0) for weighed in weighed_obj_list]
-    swing = 1.0 + (max(before) - min(before)) + float(
-        totals.max() - totals.min())
+    swing = 1.0 + (max(before) - min(before)) + (totals.max() - totals.min())
     request = scheduling_request.find(spec_obj)
     weighers = request.weighers if request is not None else []
     after = weighers[weighers.index(slot) + 1:] if slot in weighers else []
