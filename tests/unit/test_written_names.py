@@ -12,11 +12,8 @@ and the class names it writes as values load through Nova's own loaders.
 """
 
 import importlib.metadata
-import io
 import os
 import re
-import shutil
-import tempfile
 
 from nova.scheduler import filters as nova_filters
 from nova.scheduler import weights as nova_weights
@@ -25,10 +22,10 @@ from oslo_config import cfg
 from tempest import config as tempest_config
 import testtools
 
-from nova_ext.cmd import manage
 from nova_ext import conf as ext_conf
 from nova_ext import configure
 from nova_ext.tempest import config as plugin_config
+from tests.unit import test_configure
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -121,24 +118,11 @@ def unknown(pairs, known):
             if pair[1] not in known.get(pair[0], ())]
 
 
-class WrittenNamesTest(testtools.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.dir = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, self.dir)
-
-    def write(self, name, text):
-        path = os.path.join(self.dir, name)
-        with open(path, 'w') as handle:
-            handle.write(text)
-        return path
+class WrittenNamesTest(test_configure.ConfigureTestCase):
 
     def configure(self, *argv):
-        out, err = io.StringIO(), io.StringIO()
-        args = manage.build_parser().parse_args(['configure'] + list(argv))
-        code = manage.CATEGORIES['configure'].run(args, None, out, err=err)
-        self.assertEqual(0, code, out.getvalue() + err.getvalue())
+        code, output = super().configure(*argv)
+        self.assertEqual(0, code, output)
 
     def test_configure_nova_writes_only_options_nova_registers(self):
         known = nova_options()
