@@ -415,16 +415,17 @@ class Refusal(ty.NamedTuple):
 TOGETHER = 'together'
 
 
-class Judgement(object):
-    """What a request's constraints (all hard, or all soft: each kind is
-    judged together, as Kubernetes judges its DoNotSchedule and its
-    ScheduleAnyway constraints) say of hosts, for the server of the request
-    being placed now.
+class DomainCounts(object):
+    """Where a request's group stands at the levels of ``constraints``:
+    each host's domains, the members and the request's servers placed so
+    far per domain, and each constraint's eligible domains. What
+    FailureDomainSpreadWeigher ranks by; :class:`Judgement` adds what the
+    constraints allow.
 
     ``request``: the :class:`SchedulingRequest`, for the members, the
-    servers placed so far, the servers still to place and the request's
-    candidates; ``hosts``: the hosts the server may go to now (Nova hands
-    the filters those that passed for the previous server).
+    servers placed so far and the request's candidates; ``hosts``: the
+    hosts the server may go to now (Nova hands the filters those that
+    passed for the previous server).
 
     The eligible domains of each constraint are those of the request's
     candidates that have a domain at every level judged, plus those holding
@@ -432,7 +433,7 @@ class Judgement(object):
     all (Kubernetes leaves such a node out of every constraint).
     """
 
-    def __init__(self, request, constraints, hosts, together=False):
+    def __init__(self, request, constraints, hosts):
         self.constraints = tuple(constraints)
         domains = request.domains()
         # {host state: its domain at each constraint's level}, shared by
@@ -450,15 +451,53 @@ class Judgement(object):
                        for c in self.constraints]
         # the request's candidates with a domain at every level, each
         # distinct signature once (the hosts of a rack share theirs)
-        located = set(map(self.signature.__getitem__,
-                          request.candidates or hosts))
-        located = {sig for sig in located if NO_DOMAIN not in sig}
+        located = self.signature.located(candidates or hosts)
         self.eligible = []
         for index, members_there in enumerate(self.members):
             eligible = {signature[index] for signature in located}
             eligible.update(members_there)
             eligible.discard(NO_DOMAIN)
             self.eligible.append(frozenset(eligible))
+
+    def crowding(self, host_state):
+        """Members (and servers of the request) in ``host_state``'s domains,
+        summed over the constraints; None when it lacks a domain.
+        """
+        return self.crowding_of(self.signature[host_state])
+
+    def crowding_of(self, signature):
+        """:meth:`crowding` of the hosts of ``signature``."""
+        if NO_DOMAIN in signature:
+            return None
+        return sum(self.count(index, domain)
+                   for index, domain in enumerate(signature))
+
+    def count(self, index, domain):
+        return (self.members[index].get(domain, 0)
+                + self.placed[index].get(domain, 0))
+
+    def least_filled(self, index):
+        """(domain, count) of constraint ``index``'s least filled eligible
+        domain, counting this request's servers; (None, 0) when the
+        minimum is taken as 0 (fewer than ``min_domains`` eligible).
+        """
+        counts = collections.Counter(self.members[index])
+        counts.update(self.placed[index])
+        return spread_constraints.least_filled(
+            counts, self.eligible[index],
+            self.constraints[index].min_domains)
+
+
+class Judgement(DomainCounts):
+    """What a request's constraints (all hard, or all soft: each kind is
+    judged together, as Kubernetes judges its DoNotSchedule and its
+    ScheduleAnyway constraints) say of hosts, for the server of the request
+    being placed now (what :class:`DomainCounts` says, and the verdicts).
+    """
+
+    def __init__(self, request, constraints, hosts, together=False):
+        super().__init__(request, constraints, hosts)
+        candidates = request.candidates
         # the domains the server may go to (the hosts handed now, with a
         # domain at every level), and those the request's later servers
         # may go to: the same hosts, if every other filter passed them
@@ -484,7 +523,9 @@ class Judgement(object):
         self.stuck_together = set()
         if together and remaining and len(self.constraints) > 1:
             self._search_together(asked, fillable, remaining)
-        self._refusals = {}
+        # {signature: the first constraint refusing it, or None}, worked
+        # out the first time a host of that signature is asked about
+        self._refusals = PerSignature(self._refusal)
 
     def _search_together(self, asked, fillable, remaining):
         for signature in set(asked):
@@ -512,12 +553,14 @@ class Judgement(object):
         """The first constraint refusing ``host_state``, as a
         :class:`Refusal`, or None (worked out once per signature).
         """
-        signature = self.signature[host_state]
-        try:
-            return self._refusals[signature]
-        except KeyError:
-            found = self._refusals[signature] = self._refusal(signature)
-            return found
+        return self._refusals[self.signature[host_state]]
+
+    def refusals(self, host_states):
+        """:meth:`refusal` of each of ``host_states``, in order: two
+        look-ups per host, in C.
+        """
+        return list(map(self._refusals.__getitem__,
+                        map(self.signature.__getitem__, host_states)))
 
     def _refusal(self, signature):
         if NO_DOMAIN in signature:
@@ -533,36 +576,28 @@ class Judgement(object):
 
     def broken(self, host_state):
         """How many of the constraints refuse ``host_state``."""
-        signature = self.signature[host_state]
+        return self.broken_of(self.signature[host_state])
+
+    def broken_of(self, signature):
+        """:meth:`broken` for the hosts of ``signature``."""
         if NO_DOMAIN in signature:
             return len(self.constraints)
         return sum(not self.allowed[index][domain]
                    for index, domain in enumerate(signature))
 
-    def crowding(self, host_state):
-        """Members (and servers of the request) in ``host_state``'s domains,
-        summed over the constraints; None when it lacks a domain.
-        """
-        signature = self.signature[host_state]
-        if NO_DOMAIN in signature:
-            return None
-        return sum(self.count(index, domain)
-                   for index, domain in enumerate(signature))
 
-    def count(self, index, domain):
-        return (self.members[index].get(domain, 0)
-                + self.placed[index].get(domain, 0))
+class PerSignature(dict):
+    """{signature: ``work(signature)``}, worked out on the first ask: what
+    the hosts of a domain share, once per request.
+    """
 
-    def least_filled(self, index):
-        """(domain, count) of constraint ``index``'s least filled eligible
-        domain, counting this request's servers; (None, 0) when the
-        minimum is taken as 0 (fewer than ``min_domains`` eligible).
-        """
-        counts = collections.Counter(self.members[index])
-        counts.update(self.placed[index])
-        return spread_constraints.least_filled(
-            counts, self.eligible[index],
-            self.constraints[index].min_domains)
+    def __init__(self, work):
+        super().__init__()
+        self.work = work
+
+    def __missing__(self, signature):
+        found = self[signature] = self.work(signature)
+        return found
 
 
 def per_domain(per_host, domains, level):

@@ -57,6 +57,54 @@ _NOT_READ = object()
 _HOST_NAME = operator.attrgetter('host')
 
 
+class _Signatures(dict):
+    """{host state: (its domain at each of ``levels``)} of one request
+    (:meth:`SchedulingRequest.signatures`): lives and dies with it.
+    """
+
+    def __init__(self, domains, levels, names):
+        super().__init__()
+        self.at_levels = [domains.at(level) for level in levels]
+        # {host state: its name}, the request's (SchedulingRequest.names)
+        self.names = names
+        # located(): the hosts last asked about (the request's candidates,
+        # fixed once set), and their signatures
+        self._located_of = None
+        self._located = None
+
+    def place(self, host_states):
+        new = list(host_states)
+        names = list(map(_HOST_NAME, new))
+        self.names.update(zip(new, names))
+        columns = [list(map(level.__getitem__, names))
+                   for level in self.at_levels]
+        if len(columns) == 1:
+            # one level: the hosts of a domain share one signature, built
+            # once (10,000 hosts, a few hundred domains)
+            shared = {domain: (domain,) for domain in set(columns[0])}
+            self.update(zip(new, map(shared.__getitem__, columns[0])))
+        else:
+            self.update(zip(new, zip(*columns)))
+
+    def located(self, host_states):
+        """The signatures of ``host_states`` with a domain at every level,
+        each once (the hosts of a rack share theirs); worked out again only
+        for another list than the last one asked about.
+        """
+        if host_states is not self._located_of:
+            found = set(map(self.__getitem__, host_states))
+            self._located = frozenset(
+                signature for signature in found
+                if failure_domains.NO_DOMAIN not in signature)
+            self._located_of = host_states
+        return self._located
+
+    def __missing__(self, host_state):
+        signature = self[host_state] = tuple(
+            level[host_state.host] for level in self.at_levels)
+        return signature
+
+
 class NotActivated(Exception):
     """A spread request reached nova-ext's plugins outside a request that
     nova-ext spans: nova-ext is not activated in this nova-scheduler.
@@ -120,6 +168,8 @@ class SchedulingRequest(object):
         self._hosts_by_provider = None
         # {levels: {host state: its domains at those levels}}
         self._signatures = {}
+        # {host state: its name}, of the hosts placed in a failure domain
+        self._names = {}
         self._candidate_set = None
 
     def spread(self, default_level=None):
@@ -151,24 +201,32 @@ class SchedulingRequest(object):
 
     def signatures(self, levels, host_states):
         """{host state: (its domain at each of ``levels``)} for at least
-        ``host_states``: each host placed once per request and levels, for
-        the filter and the weighers alike.
+        ``host_states``, placing any other host the first time it is
+        looked up: each host placed once per request and levels, for the
+        filter and the weighers alike.
         """
-        known = self._signatures.setdefault(levels, {})
-        if known:
-            # the hosts not placed yet, found by set operations in C: the
-            # weighers ask again for the hosts the filter placed
-            new = list(dict.fromkeys(host_states).keys() - known.keys())
-        else:
-            new = list(host_states)
-        if new:
-            names = list(map(_HOST_NAME, new))
-            domains = self.domains()
-            # a pass per level, each looking the names up in C
-            known.update(zip(new, zip(*[
-                list(map(domains.at(level).__getitem__, names))
-                for level in levels])))
+        known = self._signatures.get(levels)
+        if known is None:
+            known = self._signatures[levels] = _Signatures(
+                self.domains(), levels, self._names)
+            # the first hosts in bulk, a pass per level looking the names
+            # up in C; the weighers' hosts are then found in the dict
+            # (a host Nova hands only them is placed by __missing__)
+            known.place(host_states)
         return known
+
+    def names(self, host_states):
+        """The name of each of ``host_states``, in order: looked up when
+        the request placed them in their failure domains (reading a name
+        of each of 10,000 host states costs more than looking it up), else
+        read.
+        """
+        if self._names:
+            try:
+                return list(map(self._names.__getitem__, host_states))
+            except KeyError:
+                pass
+        return list(map(_HOST_NAME, host_states))
 
     def candidate_set(self):
         """:attr:`candidates` as a set (host states hash by identity)."""

@@ -151,9 +151,11 @@ NOT_OPERATOR_TEXT = {
     ('scheduler/group_turns.py', 'int(deadline - time.monotonic())'):
         'a duration',
     ('scheduler/weights/__init__.py',
-     'float(max(raw) if maxval is None else maxval)'): "weighers' numbers",
+     'float(values.max() if maxval is None else maxval)'):
+        "weighers' numbers",
     ('scheduler/weights/__init__.py',
-     'float(min(raw) if minval is None else minval)'): "weighers' numbers",
+     'float(values.min() if minval is None else minval)'):
+        "weighers' numbers",
     ('scheduler/weights/bin_packing.py', 'float(configured.get(r, 0.0))'):
         'an oslo.config option, already typed by oslo.config',
     ('simulator/cloud.py', 'int(value)'):

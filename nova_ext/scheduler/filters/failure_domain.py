@@ -33,6 +33,8 @@ least filled domain; the scheduler log has it whole.
 
 import collections
 import functools
+import itertools
+import operator
 
 from oslo_log import log as logging
 
@@ -80,11 +82,13 @@ class FailureDomainAntiAffinityFilter(filters.BaseHostFilter):
             request.candidates = self._candidates(request, hosts, spec_obj)
         judgement = failure_domains.Judgement(request, spread.hard, hosts,
                                               together=True)
-        refusals = list(map(judgement.refusal, hosts))
-        passed = [host for host, refusal in zip(hosts, refusals)
-                  if refusal is None]
-        refused = [(host, refusal) for host, refusal in zip(hosts, refusals)
-                   if refusal is not None]
+        refusals = judgement.refusals(hosts)
+        # a pass of C over 10,000 hosts, not a Python loop
+        allowed = list(map(operator.is_, refusals, itertools.repeat(None)))
+        passed = list(itertools.compress(hosts, allowed))
+        refused = [] if len(passed) == len(hosts) else [
+            (host, refusal) for host, refusal in zip(hosts, refusals)
+            if refusal is not None]
         if refused and LOG.isEnabledFor(logging.DEBUG):
             for host_state, refusal in refused:
                 LOG.debug("%s: host %s refused: %s", NAME, host_state.host,

@@ -97,18 +97,26 @@ def _add_scores(totals, normalised, multipliers):
 
 
 def normalised(raw, minval=None, maxval=None):
-    """Nova's ``weights.normalize`` of ``raw`` (a list) as an array, or None
-    when every weight normalises to 0: same bounds, same float operations,
-    at a price per host paid in NumPy rather than in a Python generator.
+    """Nova's ``weights.normalize`` of ``raw`` (a list, or an array of
+    floats) as an array, or None when every weight normalises to 0: same
+    bounds, same float operations, at a price per host paid in NumPy rather
+    than in a Python generator.
     """
-    if not raw:
+    values = numpy.asarray(raw, dtype=float)
+    if not len(values):
         return None
-    maxval = float(max(raw) if maxval is None else maxval)
-    minval = float(min(raw) if minval is None else minval)
+    # the largest and least of floats are the same numbers in NumPy
+    maxval = float(values.max() if maxval is None else maxval)
+    minval = float(values.min() if minval is None else minval)
     if minval == maxval:
         return None
-    weights = (numpy.asarray(raw, dtype=float) - minval) / (maxval - minval)
+    weights = (values - minval) / (maxval - minval)
     return weights if weights.any() else None
+
+
+def _number(weight):
+    """``weight`` as a Python number (an element of an array is NumPy's)."""
+    return weight.item() if isinstance(weight, numpy.generic) else weight
 
 
 def expand(weighers):
@@ -297,21 +305,29 @@ def multipliers_per_part(parts, host_states, spec_obj):
     their ``weight_multiplier`` would say host by host for request
     ``spec_obj``.
 
-    Most hosts are in no aggregate overriding a nova-ext multiplier: they
-    get every part's configured multiplier. Each aggregate object is read
-    once per request, for all the parts together (the hosts of a rack share
-    it); when none overrides, no host is looked at again. A host in an
-    overriding aggregate gets Nova's answer, part by part.
+    Most clouds have no aggregate overriding a nova-ext multiplier: every
+    host then gets every part's configured multiplier, found by reading
+    the request's view of the aggregates (:attr:`SchedulingRequest.
+    aggregates`, where nova-ext reads every aggregate of the cloud: a few
+    hundred objects, not ten thousand hosts). When one does, each
+    aggregate object of the hosts is read once, for all the parts together
+    (the hosts of a rack share it), and a host in an overriding aggregate
+    gets Nova's answer, part by part.
     """
     configured = [getattr(CONF.nova_ext, part.multiplier_option)
                   for part in parts]
     keys = [part._aggregate_key for part in parts]
     columns = [numpy.full(len(host_states), multiplier, dtype=float)
                for multiplier in configured]
-    # every aggregate object once: the hosts of a rack share them
+    any_key = frozenset(keys)
+    request = scheduling_request.find(spec_obj)
+    if request is not None and not any(
+            not any_key.isdisjoint(aggregate.metadata)
+            for aggregate in request.aggregates):
+        return columns
+    # every aggregate object of the hosts once: a rack's hosts share them
     aggregates = _aggregates_of(host_states)
     # one read of a versioned object's field per aggregate
-    any_key = frozenset(keys)
     overriding = {aggregate for aggregate in aggregates
                   if not any_key.isdisjoint(aggregate.metadata)}
     if not overriding:
@@ -381,11 +397,12 @@ class PerRequestWeigher(weights.BaseHostWeigher):
         """
         if type(self).weigh_all is PerRequestWeigher.weigh_all:
             raise NotImplementedError()
-        return self.weigh_all([host_state], state)[0]
+        return _number(self.weigh_all([host_state], state)[0])
 
     def weigh_all(self, host_states, state):
-        """The weight of each of ``host_states``: :meth:`weigh` host by
-        host, unless a subclass computes them together.
+        """The weight of each of ``host_states`` (a list, or a NumPy array
+        of floats): :meth:`weigh` host by host, unless a subclass computes
+        them together.
         """
         weigh = self.weigh
         return [weigh(host_state, state) for host_state in host_states]
@@ -440,7 +457,10 @@ class PerRequestWeigher(weights.BaseHostWeigher):
     def weigh_objects(self, weighed_obj_list, spec_obj):
         host_states = [weighed.obj for weighed in weighed_obj_list]
         raw = self.raw_weights(spec_obj, host_states)
-        return [0.0] * len(host_states) if raw is None else raw
+        if raw is None:
+            return [0.0] * len(host_states)
+        # Nova's handler is handed a list of Python numbers
+        return raw.tolist() if isinstance(raw, numpy.ndarray) else raw
 
     def _weigh_object(self, host_state, spec_obj):
         return self.weigh(host_state, self.prepare(spec_obj, [host_state]))

@@ -135,7 +135,7 @@ class BinPackingWeigher(weights.PerRequestWeigher):
                         + free[1] * resource_weights[1]
                         + free[2] * resource_weights[2])
             if not asked:
-                return (-leftover / total_weight).tolist()
+                return -leftover / total_weight
             rows = list(asked)
             most = free[rows].max(axis=0)
             least = free[rows].min(axis=0)
@@ -143,5 +143,5 @@ class BinPackingWeigher(weights.PerRequestWeigher):
             share = numpy.minimum(1.0, numpy.where(
                 has_capacity[rows], wanted[rows] / capacity[rows],
                 1.0).max(axis=0))
-        return (-(leftover / total_weight + stranded_weight * (most - least)
-                  + shape_weight * share)).tolist()
+        return -(leftover / total_weight + stranded_weight * (most - least)
+                 + shape_weight * share)

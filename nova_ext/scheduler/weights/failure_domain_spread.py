@@ -61,10 +61,15 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
             # no nova-ext filter fixed them: the hosts every filter passed
             # for the request's first server
             request.candidates = list(host_states)
-        everything = failure_domains.Judgement(request, spread.constraints,
-                                               host_states)
+        # counts only: breaking a hard constraint is the filter's business
+        everything = failure_domains.DomainCounts(request, spread.constraints,
+                                                  host_states)
         soft = (failure_domains.Judgement(request, spread.soft, host_states)
                 if spread.soft else None)
+        # where the soft constraints are among all: a host's signature at
+        # their levels is its signature at every level, taken there
+        soft_positions = [index for index, constraint in enumerate(
+            spread.constraints) if not constraint.hard]
         # a host in no domain counts as fuller than any domain
         without_domain = sum(
             1 + max((everything.count(index, domain)
@@ -72,25 +77,25 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
             for index in range(len(spread.constraints)))
         # a broken constraint outweighs every member count
         violation = 1 + without_domain
-        return everything, soft, without_domain, violation
+        return everything, soft, soft_positions, without_domain, violation
 
     def weigh_all(self, host_states, state):
         if state is None:
             return [0.0] * len(host_states)
-        everything, soft, without_domain, violation = state
-        # the hosts of a domain share their penalty: one reckoning per
-        # signature, then a look-up per host (in C)
-        signatures = list(map(everything.signature.__getitem__,
-                              host_states))
-        first_host = dict(zip(signatures, host_states))
-        penalties = {}
-        for signature, host_state in first_host.items():
-            crowding = everything.crowding(host_state)
-            penalty = without_domain if crowding is None else crowding
+        everything, soft, soft_positions, without_domain, violation = state
+
+        def penalty(signature):
+            crowding = everything.crowding_of(signature)
+            found = without_domain if crowding is None else crowding
             if soft is not None:
-                penalty += violation * soft.broken(host_state)
-            penalties[signature] = -penalty
-        return list(map(penalties.__getitem__, signatures))
+                found += violation * soft.broken_of(
+                    _at(signature, soft_positions))
+            return -found
+
+        # the hosts of a domain share their penalty: one reckoning per
+        # signature, then two look-ups per host (in C)
+        return _per_host(everything, failure_domains.PerSignature(penalty),
+                         host_states)
 
     def broken_promises(self, host_states, state):
         """How many soft constraints each host would break: what
@@ -99,10 +104,18 @@ class FailureDomainSpreadWeigher(weights.PerRequestWeigher):
         """
         if state is None or state[1] is None:
             return None
-        everything, soft = state[0], state[1]
-        signatures = list(map(everything.signature.__getitem__,
-                              host_states))
-        first_host = dict(zip(signatures, host_states))
-        broken = {signature: soft.broken(host_state)
-                  for signature, host_state in first_host.items()}
-        return list(map(broken.__getitem__, signatures))
+        everything, soft, soft_positions = state[:3]
+        return _per_host(everything, failure_domains.PerSignature(
+            lambda signature: soft.broken_of(
+                _at(signature, soft_positions))), host_states)
+
+
+def _at(signature, positions):
+    """``signature`` (a domain per constraint) at ``positions`` only."""
+    return tuple(signature[position] for position in positions)
+
+
+def _per_host(counts, per_signature, host_states):
+    """``per_signature``'s answer for each of ``host_states``, in order."""
+    return list(map(per_signature.__getitem__,
+                    map(counts.signature.__getitem__, host_states)))

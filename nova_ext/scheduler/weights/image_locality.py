@@ -22,12 +22,10 @@ Outside a request nova-ext opened (nova-ext not activated in this
 nova-scheduler) it stands aside, with a warning once per process.
 """
 
-import operator
+import numpy
 
 from nova_ext.scheduler import scheduling_request
 from nova_ext.scheduler import weights
-
-_HOST_NAME = operator.attrgetter('host')
 
 
 class ImageLocalityWeigher(weights.PerRequestWeigher):
@@ -36,18 +34,22 @@ class ImageLocalityWeigher(weights.PerRequestWeigher):
 
     def prepare(self, spec_obj, host_states):
         if 'is_bfv' in spec_obj and spec_obj.is_bfv:
-            return frozenset()
+            return None
         image = spec_obj.image if 'image' in spec_obj else None
         if image is None or 'id' not in image:
-            return frozenset()
+            return None
         request = scheduling_request.find(spec_obj)
         if request is None:
             scheduling_request.warn_not_activated(type(self).__name__)
-            return frozenset()
-        return request.cloud.hosts_running_image(image.id)
+            return None
+        return request, request.cloud.hosts_running_image(image.id)
 
-    def weigh_all(self, host_states, hosts_with_image):
+    def weigh_all(self, host_states, state):
+        if state is None:
+            return [0.0] * len(host_states)
+        request, hosts_with_image = state
         # 1.0 on a host running the image, else 0.0; no Python bytecode
         # per host, for the 10,000 candidates of a large cloud
-        return list(map(float, map(hosts_with_image.__contains__,
-                                   map(_HOST_NAME, host_states))))
+        return numpy.fromiter(
+            map(hosts_with_image.__contains__, request.names(host_states)),
+            dtype=float, count=len(host_states))
