@@ -4,6 +4,7 @@ read from Nova's own API and cell databases (Nova's test databases) and a
 placement that answers allocations.
 """
 
+import collections
 import os
 
 import fixtures
@@ -244,3 +245,102 @@ class LedgerTest(MembersTestCase):
         # of the group: nothing; one being unshelved is in flight
         self.assertEqual({unshelving: {'h3'}}, counted)
         self.assertEqual({failed, shelved, uuids.gone}, counted.settled)
+
+
+def recorded_by_novas_objects(context, members):
+    """What ``group_members._recorded`` said of ``members`` when it read
+    Nova's objects (InstanceMappingList, then InstanceList per cell): the
+    reference its four-column reads must agree with.
+    """
+    recorded, nothing, rescheduling, moving = {}, set(), {}, []
+    cells = {}
+    for mapping in objects.InstanceMappingList.get_by_instance_uuids(
+            context, members):
+        cell = mapping.cell_mapping if 'cell_mapping' in mapping else None
+        if cell is None:
+            continue
+        if cell.uuid == objects.CellMapping.CELL0_UUID:
+            nothing.add(mapping.instance_uuid)
+            continue
+        cells.setdefault(cell.uuid, (cell, []))[1].append(
+            mapping.instance_uuid)
+    for cell, in_cell in cells.values():
+        with nova_context.target_cell(context, cell) as cell_context:
+            instances = objects.InstanceList.get_by_filters(
+                cell_context, {'uuid': in_cell, 'deleted': False},
+                expected_attrs=[])
+        nothing.update(set(in_cell)
+                       - {instance.uuid for instance in instances})
+        for instance in instances:
+            if instance.host:
+                recorded[instance.uuid] = frozenset([instance.host])
+                if instance.task_state and (
+                        instance.vm_state != vm_states.BUILDING):
+                    moving.append(instance.uuid)
+            elif (instance.vm_state == vm_states.BUILDING
+                  and instance.task_state == task_states.SCHEDULING):
+                rescheduling[instance.uuid] = cell.uuid
+            elif (instance.vm_state != vm_states.BUILDING
+                  and not instance.task_state):
+                nothing.add(instance.uuid)
+    return recorded, nothing, rescheduling, sorted(moving)
+
+
+class RecordedTest(MembersTestCase):
+    """Given members in every state Nova's records can hold them in (no
+    instance mapping, a mapping without a cell, cell0, a cell with or
+    without a host, each vm state and task state a count tells apart,
+    deleted, soft deleted), when the group is counted, then what the count
+    reads of them is what Nova's own objects say (the reference), and the
+    count builds no Nova object per member.
+    """
+
+    VM_STATES = (vm_states.BUILDING, vm_states.ACTIVE, vm_states.ERROR,
+                 vm_states.SOFT_DELETED, vm_states.SHELVED_OFFLOADED)
+    TASK_STATES = (None, task_states.SCHEDULING, task_states.MIGRATING)
+
+    def setUp(self):
+        super().setUp()
+        self.members.append(uuids.never_mapped)
+        self.member('unscheduled')  # a mapping without a cell
+        self.member('failed', 'cell0', vm_state=vm_states.ERROR)
+        for vm_state in self.VM_STATES:
+            for task_state in self.TASK_STATES:
+                for host in (None, 'h1'):
+                    for deleted in (False, True):
+                        uuid = self.member(
+                            '%s-%s-%s-%s' % (vm_state, task_state, host,
+                                             deleted), 'cell1', host=host,
+                            vm_state=vm_state, task_state=task_state)
+                        if deleted:
+                            self.destroy(uuid)
+
+    def destroy(self, uuid):
+        with nova_context.target_cell(
+                self.context, self.cell_mappings['cell1']) as cctxt:
+            objects.Instance.get_by_uuid(cctxt, uuid).destroy()
+
+    def test_what_the_count_reads_is_what_novas_objects_say(self):
+        recorded, nothing, rescheduling, moving = group_members._recorded(
+            self.context, self.members)
+        self.assertEqual(
+            recorded_by_novas_objects(self.context, self.members),
+            (recorded, nothing,
+             {uuid: cell.uuid for uuid, cell in rescheduling.items()},
+             sorted(moving)))
+        # every kind is there to tell apart
+        self.assertTrue(recorded and nothing and rescheduling and moving)
+
+    def test_no_nova_object_is_built_per_member(self):
+        built = collections.Counter()
+        for cls in (objects.Instance, objects.InstanceMapping):
+            original = cls._from_db_object
+
+            def counted(*args, cls=cls, original=original, **kwargs):
+                built[cls.__name__] += 1
+                return original(*args, **kwargs)
+
+            self.stub_out('nova.objects.%s._from_db_object' % cls.__name__,
+                          counted)
+        group_members.where(self.context, self.group())
+        self.assertEqual({}, dict(built))
