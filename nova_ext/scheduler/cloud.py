@@ -46,6 +46,12 @@ LOG = logging.getLogger(__name__)
 class Cloud(object):
     """The questions nova-ext's scheduler plugins ask a cloud."""
 
+    def same_as(self, other):
+        """Whether ``other`` answers as this cloud does (what was worked
+        out from one serves the other).
+        """
+        return other is self
+
     def aggregates_with_key(self, context, key):
         """The ``objects.Aggregate`` objects whose metadata has ``key``
         (the host_class request filter).
@@ -98,6 +104,11 @@ class LiveCloud(Cloud):
     """The cloud nova-scheduler runs in, asked through Nova's own objects
     and clients.
     """
+
+    def same_as(self, other):
+        # every LiveCloud of a process asks the same databases, clients
+        # and caches: one is opened per request
+        return isinstance(other, LiveCloud)
 
     def aggregates_with_key(self, context, key):
         return objects.AggregateList.get_by_metadata_key(context, key)

@@ -229,13 +229,15 @@ class Domains(object):
     def __init__(self, aggregates, traits, conf=CONF):
         self.aggregates = aggregates
         self._trait_domains = traits
-        options = conf.nova_ext
-        self.own_domain = options.hosts_without_failure_domain == 'host'
-        self.use_aggregates = 'aggregates' in options.failure_domain_sources
-        self.use_traits = 'traits' in options.failure_domain_sources
+        self.options = placing_options(conf)
+        self.own_domain, self.use_aggregates, self.use_traits = self.options
         # {level: {host name: domain}} and {level: {provider: domains}}
         self._levels = {}
         self._traits = {}
+
+    def traits_read(self):
+        """{level: the answer of ``traits(level)`` these domains read}."""
+        return dict(self._traits)
 
     def of(self, host, level):
         """``host``'s domain at ``level``, or NO_DOMAIN."""
@@ -295,6 +297,16 @@ class Domains(object):
             found = self._traits[level] = self._trait_domains(level)
         domains = found.get(provider, ())
         return next(iter(domains)) if len(domains) == 1 else NO_DOMAIN
+
+
+def placing_options(conf=CONF):
+    """(own domain for a host in none, aggregates a source, traits a
+    source): the options that decide where a host is.
+    """
+    options = conf.nova_ext
+    return (options.hosts_without_failure_domain == 'host',
+            'aggregates' in options.failure_domain_sources,
+            'traits' in options.failure_domain_sources)
 
 
 # {(host, key, domains): True} already warned about in this process: a

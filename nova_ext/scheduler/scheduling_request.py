@@ -39,6 +39,7 @@ from oslo_log import log as logging
 
 from nova import exception
 
+from nova_ext import cache
 from nova_ext.scheduler import failure_domains
 from nova_ext.scheduler import fault_reasons
 from nova_ext.scheduler import spread_constraints
@@ -57,9 +58,75 @@ _NOT_READ = object()
 _HOST_NAME = operator.attrgetter('host')
 
 
+class _Places(object):
+    """The :class:`failure_domains.Domains` of one view of the cloud (its
+    aggregate objects) for a cloud: {host name: domain} per level, worked
+    out as hosts are asked about. Shared by every request that reads the
+    same view (:func:`domains_of`), in any thread: its dicts only grow, and
+    what they hold never changes for the view. It holds names, never a
+    host state: a host nova-scheduler drops is not kept alive here.
+    """
+
+    def __init__(self, aggregates, cloud, conf=CONF):
+        self.aggregates = aggregates
+        self.cloud = cloud
+        self.domains = failure_domains.Domains(
+            aggregates, cloud.failure_domain_traits, conf)
+
+    def serve(self, aggregates, cloud, conf=CONF):
+        """Whether these are the domains of the view ``aggregates`` of
+        ``cloud``: the same aggregate objects (Nova replaces one's object
+        when it is created, changed or deleted), the same cloud, the same
+        options, and every failure-domain trait answer read still the
+        cloud's current one.
+        """
+        return (len(aggregates) == len(self.aggregates)
+                and all(map(operator.is_, aggregates, self.aggregates))
+                and self.cloud.same_as(cloud)
+                and self.domains.options == failure_domains.placing_options(
+                    conf)
+                and all(cloud.failure_domain_traits(level) is answer
+                        for level, answer
+                        in self.domains.traits_read().items()))
+
+
+# The failure domains of the cloud's hosts (_Places) as the last request
+# that read its view of the aggregates found them, for the next request
+# reading the same view: worked out once per view instead of once per
+# request (at 10,000 hosts in 500 racks, 1.7 ms a request). One entry,
+# replaced by a request that reads another view (an aggregate created,
+# changed or deleted), another cloud or other options, or when the
+# failure-domain traits it read are read again
+# (failure_domain_cache_seconds); {host name: domain} per level, at most
+# every host of the view. Forgotten with nova-ext's other caches.
+_last_places = None
+
+
+def _forget_places():
+    global _last_places
+    _last_places = None
+
+
+cache.register_reset(_forget_places)
+
+
+def domains_of(aggregates, cloud):
+    """The :class:`failure_domains.Domains` of the view ``aggregates`` of
+    ``cloud``: the last request's, if they serve, else new ones, kept for
+    the next request.
+    """
+    global _last_places
+    last = _last_places
+    if last is not None and last.serve(aggregates, cloud):
+        return last.domains
+    _last_places = _Places(aggregates, cloud)
+    return _last_places.domains
+
+
 class _Signatures(dict):
     """{host state: (its domain at each of ``levels``)} of one request
-    (:meth:`SchedulingRequest.signatures`): lives and dies with it.
+    (:meth:`SchedulingRequest.signatures`), a host placed when it is first
+    looked up: lives and dies with the request.
     """
 
     def __init__(self, domains, levels, names):
@@ -67,10 +134,8 @@ class _Signatures(dict):
         self.at_levels = [domains.at(level) for level in levels]
         # {host state: its name}, the request's (SchedulingRequest.names)
         self.names = names
-        # located(): the hosts last asked about (the request's candidates,
-        # fixed once set), and their signatures
-        self._located_of = None
-        self._located = None
+        # located(): (the hosts last asked about, their signatures)
+        self._located = (None, None)
 
     def place(self, host_states):
         new = list(host_states)
@@ -91,17 +156,19 @@ class _Signatures(dict):
         each once (the hosts of a rack share theirs); worked out again only
         for another list than the last one asked about.
         """
-        if host_states is not self._located_of:
-            found = set(map(self.__getitem__, host_states))
-            self._located = frozenset(
-                signature for signature in found
+        asked, found = self._located
+        if asked is not host_states:
+            found = frozenset(
+                signature for signature in set(map(self.__getitem__,
+                                                   host_states))
                 if failure_domains.NO_DOMAIN not in signature)
-            self._located_of = host_states
-        return self._located
+            self._located = (host_states, found)
+        return found
 
     def __missing__(self, host_state):
+        name = self.names[host_state] = host_state.host
         signature = self[host_state] = tuple(
-            level[host_state.host] for level in self.at_levels)
+            level[name] for level in self.at_levels)
         return signature
 
 
@@ -162,14 +229,14 @@ class SchedulingRequest(object):
         self._ask_why = None
         self._spread = _NOT_READ
         self._domains = None
-        self._members = None
-        # the turn's version the members were read at
-        self._members_version = None
-        self._hosts_by_provider = None
         # {levels: {host state: its domains at those levels}}
         self._signatures = {}
         # {host state: its name}, of the hosts placed in a failure domain
         self._names = {}
+        self._members = None
+        # the turn's version the members were read at
+        self._members_version = None
+        self._hosts_by_provider = None
         self._candidate_set = None
 
     def spread(self, default_level=None):
@@ -193,8 +260,7 @@ class SchedulingRequest(object):
         request.
         """
         if self._domains is None:
-            self._domains = failure_domains.Domains(
-                self.aggregates, self.cloud.failure_domain_traits)
+            self._domains = domains_of(self.aggregates, self.cloud)
             if self._domains.use_aggregates:
                 failure_domains.warn_near_misses(self.aggregates)
         return self._domains

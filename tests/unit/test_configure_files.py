@@ -133,6 +133,10 @@ class TestSignals(FileCase):
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        # and unblocked: a fork keeps the forking thread's mask, which the
+        # test runner's may not leave as a shell starts a command
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {
+            signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
         try:
             undo = False
             while True:
@@ -144,13 +148,20 @@ class TestSignals(FileCase):
         finally:
             os._exit(0)
 
-    def _reap(self, pid):
+    def _reap(self, pid, sig):
         deadline = time.monotonic() + 30
         while not os.waitpid(pid, os.WNOHANG)[0]:
             if time.monotonic() > deadline:
+                # what the child was doing, for whoever reads the failure
+                with open('/proc/%d/status' % pid) as status:
+                    state = [line.strip() for line in status
+                             if line.startswith(('State', 'Sig', 'Shd'))]
+                with open('/proc/%d/wchan' % pid) as wchan:
+                    state.append('wchan: ' + wchan.read())
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-                self.fail('the child outlived its signal')
+                self.fail('the child outlived its %s: %s' % (
+                    signal.Signals(sig).name, '; '.join(state)))
             time.sleep(0.01)
 
     def test_a_signal_leaves_the_old_or_the_new_file(self):
@@ -165,7 +176,7 @@ class TestSignals(FileCase):
                 self._toggle_until_killed()
             time.sleep(rng.uniform(0.05, 0.4))
             os.kill(pid, sig)
-            self._reap(pid)
+            self._reap(pid, sig)
             self.assertIn(self.read(), (BASE, applied), sig)
             leftovers = set(os.listdir(self.dir)) - {
                 'nova.conf', '.nova.conf.nova-ext-lock'}
