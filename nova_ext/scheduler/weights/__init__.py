@@ -307,12 +307,12 @@ def multipliers_per_part(parts, host_states, spec_obj):
 
     Most clouds have no aggregate overriding a nova-ext multiplier: every
     host then gets every part's configured multiplier, found by reading
-    the request's view of the aggregates (:attr:`SchedulingRequest.
-    aggregates`, where nova-ext reads every aggregate of the cloud: a few
-    hundred objects, not ten thousand hosts). When one does, each
-    aggregate object of the hosts is read once, for all the parts together
-    (the hosts of a rack share it), and a host in an overriding aggregate
-    gets Nova's answer, part by part.
+    either the request's view of the aggregates (:attr:`SchedulingRequest.
+    aggregates`, every aggregate of the cloud: a few hundred objects
+    rather than ten thousand hosts) or each aggregate object of the hosts
+    once (the hosts of a rack share it), whichever is fewer reads. When
+    one overrides, a host in an overriding aggregate gets Nova's answer,
+    part by part.
     """
     configured = [getattr(CONF.nova_ext, part.multiplier_option)
                   for part in parts]
@@ -321,9 +321,13 @@ def multipliers_per_part(parts, host_states, spec_obj):
                for multiplier in configured]
     any_key = frozenset(keys)
     request = scheduling_request.find(spec_obj)
-    if request is not None and not any(
-            not any_key.isdisjoint(aggregate.metadata)
-            for aggregate in request.aggregates):
+    # the view, when it is the smaller read: an aggregate's metadata costs
+    # about four hosts' aggregates (10,000 candidates in 500 racks: the
+    # view; 1,000 candidates of that cloud: their 50 racks)
+    if request is not None and (
+            len(request.aggregates) * 4 <= len(host_states)) and not any(
+                not any_key.isdisjoint(aggregate.metadata)
+                for aggregate in request.aggregates):
         return columns
     # every aggregate object of the hosts once: a rack's hosts share them
     aggregates = _aggregates_of(host_states)
