@@ -249,11 +249,14 @@ def burst():
                         round(100 * figures['lock_wait_share_max'])),
                     '--' if not figures.get('turns') else number(
                         figures['turns']),
-                    '--' if per_member is None else number(per_member)])
+                    '--' if per_member is None else '%s / %s / %s' % (
+                        number(per_member),
+                        number(figures.get('turn_hold_ms_p50')),
+                        number(figures.get('count_ms_p50')))])
     return table(['shape', 'burst', 'schedulers', 'wall s', 'x off',
                   'p50 / p99 s', 'ACTIVE / ERROR', 'violations',
                   'longest wait s (of wall)', 'lock holds',
-                  'hold per member ms'],
+                  'hold per member / turn p50 / count p50 ms'],
                  rows) + provenance(documents)
 
 

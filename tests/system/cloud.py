@@ -257,6 +257,27 @@ class LoopbackNova(fixtures.Fixture):
                 'GET', '/os-hypervisors')[1].get('hypervisors', [])],
             len(self.COMPUTES), bin_dir=self.bin_dir())
 
+    def settle(self, token, timeout=420):
+        """The servers ``token``'s project sees, once every one of them is
+        ACTIVE or ERROR; AssertionError after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            status, body = self.request('GET', '/servers/detail',
+                                        token=token)
+            if status != 200:
+                raise AssertionError('GET /servers/detail: %s %s'
+                                     % (status, body))
+            servers = body['servers']
+            if all(s['status'] in ('ACTIVE', 'ERROR') for s in servers):
+                return servers
+            if time.monotonic() > deadline:
+                raise AssertionError('servers still building after %ds: %s'
+                                     % (timeout, sorted(
+                                         s['status'].strip()
+                                         for s in servers)))
+            time.sleep(2)
+
     def request(self, method, path, body=None, token='admin:admin'):
         """One call to nova-api; returns (HTTP status, decoded body)."""
         user, project = token.split(':')

@@ -166,7 +166,7 @@ class QuotaOutageTest(testtools.TestCase):
                 self.assertTrue(OVER in str(body) or UNAVAILABLE in str(body),
                                 body)
 
-        servers = self.settle()
+        servers = self.cloud.settle(USER_TOKEN)
         states = [s['status'] for s in servers]
         active = states.count('ACTIVE')
         self.assertLessEqual(active, K, states)
@@ -224,17 +224,3 @@ class QuotaOutageTest(testtools.TestCase):
             if time.monotonic() > deadline:
                 self.fail('not within %ds' % timeout)
             time.sleep(0.2)
-
-    def settle(self, timeout=420):
-        deadline = time.monotonic() + timeout
-        while True:
-            status, body = self.cloud.request(
-                'GET', '/servers/detail', token=USER_TOKEN)
-            self.assertEqual(200, status, body)
-            servers = body['servers']
-            if all(s['status'] in ('ACTIVE', 'ERROR') for s in servers):
-                return servers
-            if time.monotonic() > deadline:
-                self.fail('servers still building after %ds: %s' % (
-                    timeout, sorted(s['status'] for s in servers)))
-            time.sleep(2)

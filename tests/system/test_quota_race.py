@@ -10,7 +10,6 @@ usage`` equals the ACTIVE servers.
 """
 
 import concurrent.futures
-import re
 import time
 
 import testtools
@@ -65,7 +64,7 @@ class QuotaRaceTest(testtools.TestCase):
             if status == 403:
                 self.assertIn('of flavor class gpu', str(body))
 
-        servers = self.settle()
+        servers = self.cloud.settle(USER_TOKEN)
         took = time.monotonic() - started
         states = [s['status'] for s in servers]
         active = states.count('ACTIVE')
@@ -97,18 +96,3 @@ class QuotaRaceTest(testtools.TestCase):
             'ACTIVE, %d ERROR; settled in %.1f s' % (
                 len(codes), codes.count(202), codes.count(403),
                 len(servers), active, states.count('ERROR'), took)))
-
-    def settle(self, timeout=420):
-        deadline = time.monotonic() + timeout
-        while True:
-            status, body = self.cloud.request(
-                'GET', '/servers/detail', token=USER_TOKEN)
-            self.assertEqual(200, status, body)
-            servers = body['servers']
-            if all(s['status'] in ('ACTIVE', 'ERROR') for s in servers):
-                return servers
-            if time.monotonic() > deadline:
-                self.fail('servers still building after %ds: %s' % (
-                    timeout, sorted(re.sub(r'\s', '', s['status'])
-                                    for s in servers)))
-            time.sleep(2)
