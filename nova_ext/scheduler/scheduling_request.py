@@ -68,7 +68,6 @@ class _Places(object):
     """
 
     def __init__(self, aggregates, cloud, conf=CONF):
-        self.aggregates = aggregates
         self.cloud = cloud
         self.domains = failure_domains.Domains(
             aggregates, cloud.failure_domain_traits, conf)
@@ -80,8 +79,9 @@ class _Places(object):
         options, and every failure-domain trait answer read still the
         cloud's current one.
         """
-        return (len(aggregates) == len(self.aggregates)
-                and all(map(operator.is_, aggregates, self.aggregates))
+        kept = self.domains.aggregates
+        return (len(aggregates) == len(kept)
+                and all(map(operator.is_, aggregates, kept))
                 and self.cloud.same_as(cloud)
                 and self.domains.options == failure_domains.placing_options(
                     conf)
@@ -137,9 +137,8 @@ class _Signatures(dict):
         # located(): (the hosts last asked about, their signatures)
         self._located = (None, None)
 
-    def place(self, host_states):
-        new = list(host_states)
-        names = list(map(_HOST_NAME, new))
+    def place(self, new, names):
+        """Place the hosts ``new`` (a list), named ``names``."""
         self.names.update(zip(new, names))
         columns = [list(map(level.__getitem__, names))
                    for level in self.at_levels]
@@ -276,9 +275,11 @@ class SchedulingRequest(object):
             known = self._signatures[levels] = _Signatures(
                 self.domains(), levels, self._names)
             # the first hosts in bulk, a pass per level looking the names
-            # up in C; the weighers' hosts are then found in the dict
-            # (a host Nova hands only them is placed by __missing__)
-            known.place(host_states)
+            # up in C (names read once per request, whatever the levels);
+            # the weighers' hosts are then found in the dict (a host Nova
+            # hands only them is placed by __missing__)
+            new = list(host_states)
+            known.place(new, self.names(new))
         return known
 
     def names(self, host_states):
