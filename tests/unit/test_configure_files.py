@@ -137,6 +137,9 @@ class TestSignals(FileCase):
         # test runner's may not leave as a shell starts a command
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {
             signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+        # an exception Python drops (raised in a finalizer, where a
+        # KeyboardInterrupt can land) is written down for _reap to show
+        sys.unraisablehook = self._write_unraisable
         try:
             undo = False
             while True:
@@ -148,6 +151,11 @@ class TestSignals(FileCase):
         finally:
             os._exit(0)
 
+    def _write_unraisable(self, unraisable):
+        with open(self.dropped, 'a') as dropped:
+            dropped.write('%s in %r\n' % (
+                unraisable.exc_type.__name__, unraisable.object))
+
     def _reap(self, pid, sig):
         deadline = time.monotonic() + 30
         while not os.waitpid(pid, os.WNOHANG)[0]:
@@ -158,6 +166,9 @@ class TestSignals(FileCase):
                              if line.startswith(('State', 'Sig', 'Shd'))]
                 with open('/proc/%d/wchan' % pid) as wchan:
                     state.append('wchan: ' + wchan.read())
+                if os.path.exists(self.dropped):
+                    with open(self.dropped) as lines:
+                        state.append('dropped: ' + lines.read())
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
                 self.fail('the child outlived its %s: %s' % (
@@ -165,6 +176,10 @@ class TestSignals(FileCase):
             time.sleep(0.01)
 
     def test_a_signal_leaves_the_old_or_the_new_file(self):
+        # beside the edited file's directory, which must hold nothing else
+        aside = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, aside)
+        self.dropped = os.path.join(aside, 'unraisable')
         configure.configure_file(self.path, 'nova', ['quota'])
         applied = self.read()
         configure.configure_file(self.path, 'nova', ['quota'], undo=True)
