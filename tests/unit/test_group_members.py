@@ -14,6 +14,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 from nova.compute import task_states
 from nova.compute import vm_states
 from nova import context as nova_context
+from nova import exception
 from nova import objects
 from nova import test
 
@@ -321,8 +322,14 @@ class RecordedTest(MembersTestCase):
             objects.Instance.get_by_uuid(cctxt, uuid).destroy()
 
     def test_what_the_count_reads_is_what_novas_objects_say(self):
+        group_uuid = self.group()
+        mapped = group_members._members_and_cells(self.context, group_uuid)
+        self.assertEqual(
+            sorted(objects.InstanceGroup.get_by_uuid(
+                self.context, group_uuid).members),
+            sorted(member for member, _cell_id in mapped))
         recorded, nothing, rescheduling, moving = group_members._recorded(
-            self.context, self.members)
+            self.context, mapped)
         self.assertEqual(
             recorded_by_novas_objects(self.context, self.members),
             (recorded, nothing,
@@ -332,8 +339,10 @@ class RecordedTest(MembersTestCase):
         self.assertTrue(recorded and nothing and rescheduling and moving)
 
     def test_no_nova_object_is_built_per_member(self):
+        group_uuid = self.group()
         built = collections.Counter()
-        for cls in (objects.Instance, objects.InstanceMapping):
+        for cls in (objects.Instance, objects.InstanceMapping,
+                    objects.InstanceGroup):
             original = cls._from_db_object
 
             def counted(*args, cls=cls, original=original, **kwargs):
@@ -342,5 +351,16 @@ class RecordedTest(MembersTestCase):
 
             self.stub_out('nova.objects.%s._from_db_object' % cls.__name__,
                           counted)
-        group_members.where(self.context, self.group())
+        group_members.where(self.context, group_uuid)
         self.assertEqual({}, dict(built))
+
+    def test_a_group_without_members_or_without_a_row(self):
+        self.members = []
+        empty = self.group()
+        self.assertEqual(
+            [], objects.InstanceGroup.get_by_uuid(self.context,
+                                                  empty).members)
+        self.assertEqual({}, group_members.where(self.context, empty))
+        for read in (objects.InstanceGroup.get_by_uuid, group_members.where):
+            self.assertRaises(exception.InstanceGroupNotFound, read,
+                              self.context, uuids.no_such_group)
