@@ -81,8 +81,12 @@ CONF_ON = '\n'.join([
 SHAPES = ('spread fits', 'spread refuses K', '10 groups', 'no group')
 POLL_SECONDS = 0.5
 WAIT_LINE = re.compile(r'server group \S+: waited (\d+) ms for its turn')
+# (requests, hold, count[, claims, ledger, release]): a nova-ext from
+# before 2026-11-29 (--before) gives the count only
 TURN_LINE = re.compile(r'spread lock of server group \S+: a turn of (\d+) '
-                       r'requests held it (\d+) ms \(count (\d+) ms\)')
+                       r'requests held it (\d+) ms \(count (\d+) ms'
+                       r'(?:, claims (\d+) ms, ledger (\d+) ms, '
+                       r'release (\d+) ms)?\)')
 # nova-ext before turns (--before): one lock hold per request
 HOLD_LINE = re.compile(r'spread lock of server group \S+: waited (\d+) ms, '
                        r'held (\d+) ms')
@@ -187,7 +191,10 @@ class Bench(object):
         violations = self.violations(creates, servers, spread)
         waits, turns = self.scheduler_figures(log_marks)
         self.delete(list(servers.values()))
-        in_turns = sum(requests for requests, _hold, _count in turns)
+        in_turns = sum(turn.requests for turn in turns)
+        # the longest tenth of the holds, and what they went to
+        long_holds = sorted(turns, key=lambda turn: turn.hold)[
+            len(turns) * 9 // 10:]
         return {
             'shape': shape, 'burst': size, 'nova_ext': spread,
             'wall_s': round(wall, 2),
@@ -201,16 +208,25 @@ class Bench(object):
             'over_quota': max(0, len(active) - size),
             'turns': len(turns),
             'requests_per_turn_max': max(
-                (requests for requests, _hold, _count in turns), default=None),
-            'count_ms_p50': percentile([c for _r, _h, c in turns], 0.5),
+                (turn.requests for turn in turns), default=None),
+            'count_ms_p50': percentile([turn.count for turn in turns], 0.5),
+            # a turn's hold, part by part (nova-ext's debug line; a
+            # nova-ext from before 2026-11-29 gives the count only)
+            'hold_parts_ms_p50': _parts(turns),
+            'long_holds': {
+                'turns': len(long_holds),
+                'hold_ms_min': min((turn.hold for turn in long_holds),
+                                   default=None),
+                'parts_ms_p50': _parts(long_holds)},
             'lock_wait_ms_p50': percentile(waits, 0.5),
             'lock_wait_ms_p99': percentile(waits, 0.99),
             'lock_wait_ms_max': max(waits, default=None),
             'lock_wait_share_max': (round(max(waits) / 1000.0 / wall, 3)
                                     if waits else None),
-            'turn_hold_ms_p50': percentile([h for _r, h, _c in turns], 0.5),
+            'turn_hold_ms_p50': percentile([turn.hold for turn in turns],
+                                           0.5),
             'hold_ms_per_member': (
-                round(sum(h for _r, h, _c in turns) / in_turns, 1)
+                round(sum(turn.hold for turn in turns) / in_turns, 1)
                 if in_turns else None),
         }
 
@@ -266,12 +282,46 @@ class Bench(object):
                         waits.append(int(wait.group(1)))
                     turn = TURN_LINE.search(line)
                     if turn:
-                        turns.append(tuple(map(int, turn.groups())))
+                        turns.append(TurnFigures(*(
+                            None if value is None else int(value)
+                            for value in turn.groups())))
                     hold = HOLD_LINE.search(line)
                     if hold:
                         waits.append(int(hold.group(1)))
-                        turns.append((1, int(hold.group(2)), 0))
+                        turns.append(TurnFigures(1, int(hold.group(2)), 0,
+                                                 None, None, None))
         return waits, turns
+
+
+# one turn's figures, from nova-ext's debug line: its requests, its hold
+# of the lock, and the parts of the hold (ms); claims, ledger and release
+# are None from a nova-ext that does not log them
+TurnFigures = collections.namedtuple(
+    'TurnFigures', 'requests hold count claims ledger release')
+
+
+def _described(parts):
+    return ', '.join('%s %s' % item for item in parts.items()) or '--'
+
+
+def _parts(turns):
+    """{part: median ms} of the holds of ``turns``: the count, the claims
+    in placement (summed over the turn's requests), the ledger's write, the
+    lock's release, and the rest (the requests' passes and decisions; less
+    than that when claims overlapped); only the count from a nova-ext that
+    does not log the others.
+    """
+    if not turns:
+        return {}
+    parts = {'count': percentile([turn.count for turn in turns], 0.5)}
+    if all(turn.ledger is not None for turn in turns):
+        for part in ('claims', 'ledger', 'release'):
+            parts[part] = percentile(
+                [getattr(turn, part) for turn in turns], 0.5)
+        parts['rest'] = percentile(
+            [turn.hold - turn.count - turn.claims - turn.ledger
+             - turn.release for turn in turns], 0.5)
+    return parts
 
 
 def _size(path):
@@ -419,6 +469,17 @@ def main(argv=None):
                       figures['turns'] or '--',
                       '--' if figures['hold_ms_per_member'] is None
                       else '%.0fms' % figures['hold_ms_per_member']))
+    for row in rows:
+        for mode in ('before', 'on'):
+            figures = row.get(mode)
+            if figures and figures['hold_parts_ms_p50']:
+                print('%s %d %s: a hold, median ms by part: %s; its longest '
+                      'tenth (%d turns, from %s ms): %s' % (
+                          row['shape'], row['burst'], mode,
+                          _described(figures['hold_parts_ms_p50']),
+                          figures['long_holds']['turns'],
+                          figures['long_holds']['hold_ms_min'],
+                          _described(figures['long_holds']['parts_ms_p50'])))
     if args.json:
         bench_json.write(args.json, {
             'cloud': {'computes': args.computes,

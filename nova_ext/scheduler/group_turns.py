@@ -91,7 +91,13 @@ class Turn(object):
         self.version = 0
         self.opened_at = time.monotonic()
         self.running_at = None
+        # what the turn's hold went to besides its requests' own passes
+        # and claims (the debug line at its end)
         self.count_ms = 0.0
+        # the requests' claims in placement, summed (they may overlap)
+        self.claims_ms = 0.0
+        self.ledger_ms = 0.0
+        self.release_ms = 0.0
         # re-entered: a reservation asks its request whether the host is
         # still allowed, which reads the members under the same guard
         self._guard = threading.RLock()
@@ -143,6 +149,11 @@ class Turn(object):
             self.reserved[server] = host
             self.version += 1
             return True
+
+    def claimed(self, seconds):
+        """A request of the turn spent ``seconds`` on a claim."""
+        with self._guard:
+            self.claims_ms += seconds * 1000
 
     def give_back(self, servers):
         """Forget the reservations of ``servers`` (their claims failed, or
@@ -217,6 +228,7 @@ class Turn(object):
             self._end(release=True)
 
     def _end(self, release):
+        ending = time.monotonic()
         if self.running_at is not None:
             # before the lock goes: the next turn counts from the ledger
             try:
@@ -226,18 +238,24 @@ class Turn(object):
                           "%s could not be written to the spread ledger: "
                           "%s", self.group_uuid, error)
                 self.unrecorded = error
+        releasing = time.monotonic()
+        self.ledger_ms = (releasing - ending) * 1000
         if self.locked is not None and release:
             self.clean = coordination.process_coordination().release(
                 self.locked)
+        self.release_ms = (time.monotonic() - releasing) * 1000
         with _registry:
             if _turns.get(self.group_uuid) is self:
                 del _turns[self.group_uuid]
         if self.running_at is not None:
+            # the rest of the hold: the requests' passes and decisions
             LOG.debug("nova-ext: spread lock of server group %s: a turn of "
-                      "%d requests held it %.0f ms (count %.0f ms)%s",
+                      "%d requests held it %.0f ms (count %.0f ms, claims "
+                      "%.0f ms, ledger %.0f ms, release %.0f ms)%s",
                       self.group_uuid, self.admitted,
                       (time.monotonic() - self.running_at) * 1000
-                      + self.count_ms, self.count_ms,
+                      + self.count_ms, self.count_ms, self.claims_ms,
+                      self.ledger_ms, self.release_ms,
                       '' if self.clean else '; the backend lost it')
         self.ended.set()
         self.ready.set()

@@ -29,6 +29,8 @@ and ``_schedule`` are the models):
   is refused and Nova tries its next host.
 """
 
+import time
+
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -206,9 +208,13 @@ def claim(nova_claim, ctx, client, spec_obj, instance_uuid, alloc_req,
         return False
     # the next request of the turn may decide while this one claims
     turn.decided(request)
-    claimed = nova_claim(
-        ctx, client, spec_obj, instance_uuid, alloc_req,
-        allocation_request_version=allocation_request_version)
+    started = time.monotonic()
+    try:
+        claimed = nova_claim(
+            ctx, client, spec_obj, instance_uuid, alloc_req,
+            allocation_request_version=allocation_request_version)
+    finally:
+        turn.claimed(time.monotonic() - started)
     if claimed:
         group_members.claimed(instance_uuid, host_state.host)
     else:
