@@ -246,10 +246,8 @@ class LoopbackNova(fixtures.Fixture):
         argv += list(args)
         if service.startswith('nova-') and service != 'nova-api':
             argv += ['--log-file', log]
-        path = _repo_root() if code is None else os.pathsep.join([
-            code, _repo_root()])
-        return self.useFixture(processes.Process(
-            argv, log, env=dict(os.environ, PYTHONPATH=path, **(env or {}))))
+        return self.useFixture(service_process(argv, log, self.dir,
+                                               code=code, env=env))
 
     def _discover_computes(self):
         processes.discover_computes(self.conf, lambda: [
@@ -396,6 +394,20 @@ class LoopbackNova(fixtures.Fixture):
         """The process ids of the nova-scheduler processes still running."""
         return [p.process.pid for p in self.scheduler_processes
                 if p.process.poll() is None]
+
+
+def service_process(argv, log, run_dir, code=None, env=None):
+    """A :class:`processes.Process` running ``argv`` from ``run_dir`` with
+    ``code`` (a checkout holding a ``nova_ext``), if given, then this
+    repository on its path, and ``env``. ``run_dir`` must hold no
+    ``nova_ext``: ``python -m`` (and ``-c``) put the working directory
+    first on the path, where this repository's would shadow the checkout's.
+    """
+    path = _repo_root() if code is None else os.pathsep.join([
+        code, _repo_root()])
+    return processes.Process(
+        argv, log, env=dict(os.environ, PYTHONPATH=path, **(env or {})),
+        cwd=run_dir)
 
 
 def _repo_root():

@@ -222,15 +222,16 @@ def run(*argv, env=None, bin_dir=None):
 class Process(fixtures.Fixture):
     """A long-running process, stopped on cleanup; its log file kept."""
 
-    def __init__(self, argv, log_path, env=None):
+    def __init__(self, argv, log_path, env=None, cwd=None):
         super().__init__()
         self.argv, self.log_path, self.env = argv, log_path, env
+        self.cwd = cwd
 
     def _setUp(self):
         self.output = open(self.log_path + '.out', 'w')
         self.process = subprocess.Popen(
             self.argv, stdout=self.output, stderr=subprocess.STDOUT,
-            env=self.env, start_new_session=True)
+            env=self.env, cwd=self.cwd, start_new_session=True)
         self.addCleanup(self.stop)
 
     def stop(self):
