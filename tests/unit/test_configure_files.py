@@ -57,6 +57,26 @@ RACER = textwrap.dedent("""
             sys.exit(code)
 """ % EDITS_PER_PROCESS)
 
+# The editor of TestSignals: edits back and forth until a signal ends it,
+# with the default dispositions, unblocked (a new process keeps its
+# parent's mask and ignored signals: a shell's background job ignores
+# SIGINT), after saying it has started.
+TOGGLER = textwrap.dedent("""
+    import signal, sys
+    from nova_ext import configure
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK,
+                           {signal.SIGINT, signal.SIGTERM})
+    path, ready = sys.argv[1:3]
+    configure.configure_file(path, 'nova', ['quota'])
+    open(ready, 'w').close()
+    undo = True
+    while True:
+        configure.configure_file(path, 'nova', ['quota'], undo=undo)
+        undo = not undo
+""")
+
 # posix_acl_xattr format (linux/posix_acl_xattr.h): version 2, then
 # (tag, perm, id) entries sorted by tag
 ACL_XATTR = 'system.posix_acl_access'
@@ -126,72 +146,55 @@ class TestRacingProcesses(FileCase):
 
 
 class TestSignals(FileCase):
+    """Given a process editing the file back and forth, when a signal ends
+    it at a random moment, then the file is the old or the new one and
+    nothing is left beside it.
 
-    def _toggle_until_killed(self):
-        # the child: edit back and forth until a signal ends it (with the
-        # default dispositions: a shell's background job ignores SIGINT)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)
-        # and unblocked: a fork keeps the forking thread's mask, which the
-        # test runner's may not leave as a shell starts a command
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {
-            signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
-        # an exception Python drops (raised in a finalizer, where a
-        # KeyboardInterrupt can land) is written down for _reap to show
-        sys.unraisablehook = self._write_unraisable
+    The editor is a fresh interpreter, as an operator's command is: a child
+    forked from the test runner would inherit its threads' locks (one held
+    at the fork is held for ever in the child), its signal mask and its
+    handlers, and a signal could then fail to end it for reasons that are
+    the runner's, not nova-ext's.
+    """
+
+    def _reap(self, editor, sig):
         try:
-            undo = False
-            while True:
-                configure.configure_file(self.path, 'nova', ['quota'],
-                                         undo=undo)
-                undo = not undo
-        except BaseException:  # noqa: KeyboardInterrupt from SIGINT
-            pass
-        finally:
-            os._exit(0)
-
-    def _write_unraisable(self, unraisable):
-        with open(self.dropped, 'a') as dropped:
-            dropped.write('%s in %r\n' % (
-                unraisable.exc_type.__name__, unraisable.object))
-
-    def _reap(self, pid, sig):
-        deadline = time.monotonic() + 30
-        while not os.waitpid(pid, os.WNOHANG)[0]:
-            if time.monotonic() > deadline:
-                # what the child was doing, for whoever reads the failure
-                with open('/proc/%d/status' % pid) as status:
-                    state = [line.strip() for line in status
-                             if line.startswith(('State', 'Sig', 'Shd'))]
-                with open('/proc/%d/wchan' % pid) as wchan:
-                    state.append('wchan: ' + wchan.read())
-                if os.path.exists(self.dropped):
-                    with open(self.dropped) as lines:
-                        state.append('dropped: ' + lines.read())
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                self.fail('the child outlived its %s: %s' % (
-                    signal.Signals(sig).name, '; '.join(state)))
-            time.sleep(0.01)
+            editor.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with open('/proc/%d/status' % editor.pid) as status:
+                state = [line.strip() for line in status
+                         if line.startswith(('State', 'Sig', 'Shd'))]
+            editor.kill()
+            editor.wait()
+            self.fail('the editor outlived its %s: %s' % (
+                signal.Signals(sig).name, '; '.join(state)))
 
     def test_a_signal_leaves_the_old_or_the_new_file(self):
         # beside the edited file's directory, which must hold nothing else
         aside = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, aside)
-        self.dropped = os.path.join(aside, 'unraisable')
         configure.configure_file(self.path, 'nova', ['quota'])
         applied = self.read()
         configure.configure_file(self.path, 'nova', ['quota'], undo=True)
         self.assertEqual(BASE, self.read())
         rng = random.Random(34)
-        for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT) * 2:
-            pid = os.fork()
-            if pid == 0:
-                self._toggle_until_killed()
+        for number, sig in enumerate(
+                (signal.SIGKILL, signal.SIGTERM, signal.SIGINT) * 2):
+            ready = os.path.join(aside, 'ready%d' % number)
+            editor = subprocess.Popen(
+                [sys.executable, '-c', TOGGLER, self.path, ready],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 120
+            while not os.path.exists(ready):
+                self.assertIsNone(editor.poll(), 'the editor died')
+                self.assertLess(time.monotonic(), deadline,
+                                'the editor did not start')
+                time.sleep(0.01)
             time.sleep(rng.uniform(0.05, 0.4))
-            os.kill(pid, sig)
-            self._reap(pid, sig)
+            editor.send_signal(sig)
+            self._reap(editor, sig)
+            # an uncaught KeyboardInterrupt ends Python by SIGINT too
+            self.assertEqual(-sig, editor.returncode, sig)
             self.assertIn(self.read(), (BASE, applied), sig)
             leftovers = set(os.listdir(self.dir)) - {
                 'nova.conf', '.nova.conf.nova-ext-lock'}
