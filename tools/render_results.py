@@ -249,15 +249,27 @@ def burst():
                         round(100 * figures['lock_wait_share_max'])),
                     '--' if not figures.get('turns') else number(
                         figures['turns']),
-                    '--' if per_member is None else '%s / %s / %s' % (
+                    '--' if per_member is None else '%s / %s' % (
                         number(per_member),
-                        number(figures.get('turn_hold_ms_p50')),
-                        number(figures.get('count_ms_p50')))])
+                        number(figures.get('turn_hold_ms_p50'))),
+                    '--' if per_member is None else _hold_parts(figures)])
     return table(['shape', 'burst', 'schedulers', 'wall s', 'x off',
                   'p50 / p99 s', 'ACTIVE / ERROR', 'violations',
                   'longest wait s (of wall)', 'lock holds',
-                  'hold per member / turn p50 / count p50 ms'],
+                  'hold per member / turn p50 ms',
+                  'count / claims / ledger p50 ms'],
                  rows) + provenance(documents)
+
+
+def _hold_parts(figures):
+    """A turn's hold by part (medians): the count, then the claims and the
+    ledger's write where the run's nova-ext logged them.
+    """
+    parts = figures.get('hold_parts_ms_p50') or {}
+    return ' / '.join(
+        '--' if value is None else number(value) for value in (
+            figures.get('count_ms_p50'), parts.get('claims'),
+            parts.get('ledger')))
 
 
 TABLES = {
