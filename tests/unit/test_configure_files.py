@@ -12,7 +12,7 @@ identity, on real processes.
   absent, the ``system.posix_acl_access`` extended attribute) and a user
   extended attribute survive an edit; a hard-linked file is refused.
 
-Cost: about 10 s (two interpreter start-ups, 100 edits, six forks).
+Cost: about 15 s (eight interpreter start-ups, 100 edits).
 """
 
 import errno
