@@ -135,6 +135,8 @@ Assumption = collections.namedtuple('Assumption', 'path behaviour why')
 HASHED_BY_IDENTITY = 'hashes and compares by identity'
 KEEPS_AGGREGATE_VIEW = ('keeps every aggregate in aggs_by_id and each '
                         'host\'s aggregate ids in host_aggregates_map')
+KEEPS_PLUGINS = ('keeps the filters and weighers nova.conf names, loaded and '
+                 'in order, in enabled_filters and weighers')
 
 ASSUMPTIONS = (
     Assumption('nova.scheduler.host_manager.HostState', HASHED_BY_IDENTITY,
@@ -154,6 +156,12 @@ ASSUMPTIONS = (
                'the failure domains come from the HostManager\'s aggregates '
                '(aggregate_view); a worker forked after they were read '
                're-reads them (reload_aggregate_view)'),
+    Assumption('nova.scheduler.host_manager.HostManager', KEEPS_PLUGINS,
+               'a request reads which filters run after nova-ext\'s and '
+               'which weighers after NovaExtWeighers (how far a broken soft '
+               'constraint must outrank the others) from the HostManager\'s '
+               'enabled_filters and weighers (SchedulingRequest); explain '
+               'and the simulator run them one by one'),
 )
 
 
@@ -180,10 +188,35 @@ def _keeps_aggregate_view(host_manager_class):
         return False
 
 
+def _keeps_plugins(host_manager_class):
+    """Whether a ``host_manager_class`` holds, once made, the filters of
+    ``[filter_scheduler] enabled_filters`` in ``enabled_filters`` and one
+    instance of each class of ``weight_classes`` in ``weighers``, in
+    nova.conf's order.
+    """
+    # here: upstream.py loads without Nova
+    from nova import conf as nova_conf
+    from nova.scheduler import weights
+
+    options = nova_conf.CONF.filter_scheduler
+    try:
+        manager = _database_free(host_manager_class, [])
+        weigher_classes = weights.HostWeightHandler().get_matching_classes(
+            options.weight_classes)
+        return ([type(host_filter).__name__
+                 for host_filter in manager.enabled_filters]
+                == list(options.enabled_filters)
+                and [type(weigher) for weigher in manager.weighers]
+                == list(weigher_classes))
+    except Exception:
+        return False
+
+
 _BEHAVIOUR_HOLDS = {
     HASHED_BY_IDENTITY: lambda cls: (cls.__hash__ is object.__hash__
                                      and cls.__eq__ is object.__eq__),
     KEEPS_AGGREGATE_VIEW: _keeps_aggregate_view,
+    KEEPS_PLUGINS: _keeps_plugins,
 }
 
 _BY_PATH = {internal.path: internal for internal in INTERNALS}
@@ -331,7 +364,16 @@ def host_manager_without_databases(aggregates):
     # moved in Nova, which a failing import at the top would hide.
     from nova.scheduler import host_manager
 
-    class SimulatedHostManager(host_manager.HostManager):
+    return _database_free(host_manager.HostManager, aggregates)
+
+
+def _database_free(host_manager_class, aggregates):
+    """A ``host_manager_class`` (Nova's HostManager or a subclass) made
+    without reading a database: no cells, no instances, ``aggregates`` as
+    the aggregates.
+    """
+
+    class SimulatedHostManager(host_manager_class):
         # Overrides, not patches: only this instance reads the model.
 
         def refresh_cells_caches(self):

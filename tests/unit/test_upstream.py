@@ -9,6 +9,7 @@ import re
 import sys
 import types
 
+from nova.scheduler import host_manager
 import testtools
 
 from nova_ext import upstream
@@ -130,6 +131,23 @@ class UpstreamInternalsTest(testtools.TestCase):
         self.assertEqual('fractions.Fraction: no longer hashes and compares '
                          'by identity, as nova-ext expects: test', problem)
 
+    def test_a_host_manager_without_its_weighers_is_named(self):
+        # Given a HostManager that keeps one weigher fewer than nova.conf
+        # names (as a Nova keeping them elsewhere would look to nova-ext)
+        assumption = upstream.Assumption(
+            __name__ + '.HostManagerDroppingAWeigher',
+            upstream.KEEPS_PLUGINS, 'test')
+        # When its assumptions are checked
+        [problem] = upstream.problems([], [assumption])
+        # Then the check names it, and Nova's own passes
+        self.assertEqual(
+            __name__ + '.HostManagerDroppingAWeigher: no longer keeps the '
+            'filters and weighers nova.conf names, loaded and in order, in '
+            'enabled_filters and weighers, as nova-ext expects: test',
+            problem)
+        self.assertEqual([], upstream.problems([], [assumption._replace(
+            path='nova.scheduler.host_manager.HostManager')]))
+
     def test_every_internal_is_used_by_nova_ext(self):
         # An entry nobody uses any more hides the real list. The registry
         # itself does not count as a use; upstream.py's helpers do.
@@ -230,3 +248,10 @@ class UpstreamApiTest(testtools.TestCase):
         # a staticmethod comes back as one: callable on an instance
         self.assertEqual('nova', self.module.Owner().tool())
         self.assertIs(original, vars(self.module.Owner)['tool'])
+
+
+class HostManagerDroppingAWeigher(host_manager.HostManager):
+
+    def __init__(self):
+        super().__init__()
+        self.weighers = self.weighers[1:]
