@@ -4,6 +4,9 @@ real threads and a real tooz backend (file locks): another process's hold
 of the lock is a second Coordination.
 """
 
+import importlib.util
+import logging
+import os
 import threading
 import time
 
@@ -16,6 +19,19 @@ from nova_ext import cache
 from nova_ext import conf as ext_conf
 from nova_ext.scheduler import coordination
 from nova_ext.scheduler import group_turns
+
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def burst_benchmark():
+    """tools/benchmark_burst.py, which reads the turns' debug lines."""
+    spec = importlib.util.spec_from_file_location(
+        'benchmark_burst', os.path.join(TOP, 'tools', 'benchmark_burst.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def unavailable_refused(error):
@@ -215,6 +231,36 @@ class TurnsTest(testtools.TestCase):
         self.assertEqual([({uuids.kept: 'h2'},
                            {uuids.built: frozenset(['h1'])})], self.recorded)
         self.assertIsNone(turn.unrecorded)
+
+    def test_the_turn_line_is_read_back_by_the_burst_benchmark(self):
+        # Given a turn whose count and claims take time
+        log = self.useFixture(fixtures.FakeLogger(
+            name='nova_ext.scheduler.group_turns', level=logging.DEBUG))
+
+        def slow_count():
+            time.sleep(0.03)
+            return self.count()
+
+        turn = group_turns.take(uuids.group, 10, slow_count,
+                                unavailable_refused, self.record)[0]
+        started = time.monotonic()
+        time.sleep(0.05)
+        turn.claimed(time.monotonic() - started)
+        # When it ends
+        self.assertTrue(turn.done(10))
+        # Then the benchmark reads its line back, every part in it, and
+        # the parts fit in the hold
+        [line] = [line for line in log.output.splitlines()
+                  if 'a turn of' in line]
+        match = burst_benchmark().TURN_LINE.search(line)
+        self.assertIsNotNone(match, line)
+        requests, hold, count, claims, ledger, release = map(
+            int, match.groups())
+        self.assertEqual(1, requests)
+        self.assertGreaterEqual(count, 30)
+        self.assertGreaterEqual(claims, 50)
+        # each part is rounded on its own
+        self.assertLessEqual(count + claims + ledger + release, hold + 3)
 
     def test_a_turn_whose_claims_cannot_be_recorded_says_so(self):
         def record(claimed, counted):
