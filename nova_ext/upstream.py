@@ -188,28 +188,53 @@ def _keeps_aggregate_view(host_manager_class):
         return False
 
 
+# What the probe HostManager of _keeps_plugins is made with: Nova's own
+# filters and weighers, whatever this node's nova.conf names, so that a
+# filter it cannot load is not taken for a change in Nova
+_PROBE_PLUGINS = (
+    ('available_filters', ['nova.scheduler.filters.all_filters']),
+    ('enabled_filters', ['ComputeFilter', 'ImagePropertiesFilter']),
+    ('weight_classes', ['nova.scheduler.weights.ram.RAMWeigher',
+                        'nova.scheduler.weights.cpu.CPUWeigher']),
+)
+
+
 def _keeps_plugins(host_manager_class):
-    """Whether a ``host_manager_class`` holds, once made, the filters of
-    ``[filter_scheduler] enabled_filters`` in ``enabled_filters`` and one
-    instance of each class of ``weight_classes`` in ``weighers``, in
-    nova.conf's order.
+    """Whether a ``host_manager_class`` made with ``_PROBE_PLUGINS`` as its
+    ``[filter_scheduler]`` holds those filters in ``enabled_filters`` and
+    one instance of each weigher in ``weighers``, in that order.
+
+    The options are overridden for the probe and put back as they were:
+    only ``problems()`` calls this (the unit test, nova-ext-status), never
+    a service answering requests.
     """
     # here: upstream.py loads without Nova
     from nova import conf as nova_conf
-    from nova.scheduler import weights
 
-    options = nova_conf.CONF.filter_scheduler
+    conf = nova_conf.CONF
+    group = 'filter_scheduler'
+    earlier = {name: opt_info(conf, name, group).get('override')
+               for name, _value in _PROBE_PLUGINS}
+    wanted = dict(_PROBE_PLUGINS)
     try:
+        for name, value in _PROBE_PLUGINS:
+            conf.set_override(name, value, group=group)
         manager = _database_free(host_manager_class, [])
-        weigher_classes = weights.HostWeightHandler().get_matching_classes(
-            options.weight_classes)
         return ([type(host_filter).__name__
                  for host_filter in manager.enabled_filters]
-                == list(options.enabled_filters)
-                and [type(weigher) for weigher in manager.weighers]
-                == list(weigher_classes))
+                == wanted['enabled_filters']
+                and ['%s.%s' % (type(weigher).__module__,
+                                type(weigher).__name__)
+                     for weigher in manager.weighers]
+                == wanted['weight_classes'])
     except Exception:
         return False
+    finally:
+        for name, override in earlier.items():
+            if override is None:
+                conf.clear_override(name, group=group)
+            else:
+                conf.set_override(name, override, group=group)
 
 
 _BEHAVIOUR_HOLDS = {

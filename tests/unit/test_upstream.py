@@ -9,7 +9,9 @@ import re
 import sys
 import types
 
+import nova.conf
 from nova.scheduler import host_manager
+from oslo_config import fixture as config_fixture
 import testtools
 
 from nova_ext import upstream
@@ -147,6 +149,21 @@ class UpstreamInternalsTest(testtools.TestCase):
             problem)
         self.assertEqual([], upstream.problems([], [assumption._replace(
             path='nova.scheduler.host_manager.HostManager')]))
+
+    def test_the_host_manager_check_reads_no_filter_of_this_node(self):
+        # Given a node whose nova.conf names a filter nobody can load
+        conf = self.useFixture(config_fixture.Config(nova.conf.CONF))
+        conf.config(enabled_filters=['NoSuchFilter'],
+                    group='filter_scheduler')
+        assumption = upstream.Assumption(
+            'nova.scheduler.host_manager.HostManager',
+            upstream.KEEPS_PLUGINS, 'test')
+        # When Nova's HostManager is checked, then it passes: the probe is
+        # made with Nova's own filters and weighers
+        self.assertEqual([], upstream.problems([], [assumption]))
+        # ... and the node's setting is as it was
+        self.assertEqual(['NoSuchFilter'],
+                         nova.conf.CONF.filter_scheduler.enabled_filters)
 
     def test_every_internal_is_used_by_nova_ext(self):
         # An entry nobody uses any more hides the real list. The registry
