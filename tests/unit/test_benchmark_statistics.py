@@ -4,30 +4,19 @@ request-by-request overhead: it must hold the true median as often as it
 claims, whatever the shape of the timings.
 """
 
-import importlib.util
-import os
 import random
 
 from nova import test
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-
-
-def load_benchmark():
-    spec = importlib.util.spec_from_file_location(
-        'benchmark_scheduler',
-        os.path.join(TOP, 'tools', 'benchmark_scheduler.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests import tool_scripts
 
 
 class MedianIntervalTest(test.NoDBTestCase):
 
     def setUp(self):
         super().setUp()
-        self.median_interval = load_benchmark().median_interval
+        self.median_interval = tool_scripts.load(
+            'benchmark_scheduler').median_interval
 
     def test_order_statistics_of_the_sign_test(self):
         # the textbook ranks: 40th and 61st of 100; none below 6 values

@@ -4,9 +4,7 @@ real threads and a real tooz backend (file locks): another process's hold
 of the lock is a second Coordination.
 """
 
-import importlib.util
 import logging
-import os
 import threading
 import time
 
@@ -19,19 +17,7 @@ from nova_ext import cache
 from nova_ext import conf as ext_conf
 from nova_ext.scheduler import coordination
 from nova_ext.scheduler import group_turns
-
-
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-
-
-def burst_benchmark():
-    """tools/benchmark_burst.py, which reads the turns' debug lines."""
-    spec = importlib.util.spec_from_file_location(
-        'benchmark_burst', os.path.join(TOP, 'tools', 'benchmark_burst.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests import tool_scripts
 
 
 def unavailable_refused(error):
@@ -252,7 +238,7 @@ class TurnsTest(testtools.TestCase):
         # the parts fit in the hold
         [line] = [line for line in log.output.splitlines()
                   if 'a turn of' in line]
-        match = burst_benchmark().TURN_LINE.search(line)
+        match = tool_scripts.load('benchmark_burst').TURN_LINE.search(line)
         self.assertIsNotNone(match, line)
         requests, hold, count, claims, ledger, release = map(
             int, match.groups())

@@ -4,7 +4,6 @@ NumPy to explore BinPackingWeigher's scoring fast: it must keep placing what
 the simulator, which runs Nova's real scheduler code, places.
 """
 
-import importlib.util
 import os
 
 import fixtures
@@ -17,9 +16,8 @@ from nova import test
 
 from nova_ext.simulator import engine
 from nova_ext.simulator import model
+from tests import tool_scripts
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
 # Two host shapes, as in the built-in clusters, small enough for seconds:
 # the shapes are what BinPackingWeigher's share term decides between.
 CLUSTER = """\
@@ -43,18 +41,10 @@ host_groups:
 CONF_DIR = os.path.join(model.EXAMPLES, 'conf')
 
 
-def _replay_module():
-    spec = importlib.util.spec_from_file_location(
-        'packing_replay', os.path.join(TOP, 'tools', 'packing_replay.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 class ReplayMatchesTheSimulatorTest(test.NoDBTestCase):
 
     def test_same_placed_counts_as_the_simulator(self):
-        replay = _replay_module()
+        replay = tool_scripts.load('packing_replay')
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
                             'cluster.yaml')
         with open(path, 'w') as out:
