@@ -191,12 +191,12 @@ def _keeps_aggregate_view(host_manager_class):
 # What the probe HostManager of _keeps_plugins is made with: Nova's own
 # filters and weighers, whatever this node's nova.conf names, so that a
 # filter it cannot load is not taken for a change in Nova
-_PROBE_PLUGINS = (
-    ('available_filters', ['nova.scheduler.filters.all_filters']),
-    ('enabled_filters', ['ComputeFilter', 'ImagePropertiesFilter']),
-    ('weight_classes', ['nova.scheduler.weights.ram.RAMWeigher',
-                        'nova.scheduler.weights.cpu.CPUWeigher']),
-)
+_PROBE_PLUGINS = {
+    'available_filters': ['nova.scheduler.filters.all_filters'],
+    'enabled_filters': ['ComputeFilter', 'ImagePropertiesFilter'],
+    'weight_classes': ['nova.scheduler.weights.ram.RAMWeigher',
+                       'nova.scheduler.weights.cpu.CPUWeigher'],
+}
 
 
 def _keeps_plugins(host_manager_class):
@@ -214,19 +214,18 @@ def _keeps_plugins(host_manager_class):
     conf = nova_conf.CONF
     group = 'filter_scheduler'
     earlier = {name: opt_info(conf, name, group).get('override')
-               for name, _value in _PROBE_PLUGINS}
-    wanted = dict(_PROBE_PLUGINS)
+               for name in _PROBE_PLUGINS}
     try:
-        for name, value in _PROBE_PLUGINS:
+        for name, value in _PROBE_PLUGINS.items():
             conf.set_override(name, value, group=group)
         manager = _database_free(host_manager_class, [])
         return ([type(host_filter).__name__
                  for host_filter in manager.enabled_filters]
-                == wanted['enabled_filters']
+                == _PROBE_PLUGINS['enabled_filters']
                 and ['%s.%s' % (type(weigher).__module__,
                                 type(weigher).__name__)
                      for weigher in manager.weighers]
-                == wanted['weight_classes'])
+                == _PROBE_PLUGINS['weight_classes'])
     except Exception:
         return False
     finally:
